@@ -1,0 +1,45 @@
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PROTOS := $(wildcard protos/sessiontodo/v1/*.proto)
+GENERATED := $(PROTOS:.proto=_pb2.py)
+ARGS ?=
+
+NODE_DEPS := node_modules/.package-lock.json
+
+.PHONY: setup run test lint bench clean
+
+## setup: create the virtualenv, install the project and generate the protobuf code
+setup: $(VENV)/.installed $(GENERATED)
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,dev]'
+	touch $@
+
+protos/%_pb2.py: protos/%.proto $(VENV)/.installed
+	$(BIN)/python -m grpc_tools.protoc -Iprotos \
+		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
+		--python_out=protos --mypy_out=protos \
+		--grpc_python_out=protos --mypy_grpc_out=protos $<
+
+$(NODE_DEPS): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## run: serve on 127.0.0.1:50051 with the embedded sqlite store (ARGS="--store memory://" to override)
+run: setup
+	$(BIN)/python -m sessiontodo_server $(ARGS)
+
+## test: run the whole suite
+test: setup $(NODE_DEPS)
+	$(BIN)/python -m pytest $(ARGS)
+
+clean:
+	rm -rf $(VENV) $(GENERATED) $(PROTOS:.proto=_pb2.pyi) $(PROTOS:.proto=_pb2_grpc.py) $(PROTOS:.proto=_pb2_grpc.pyi)

@@ -1,0 +1,322 @@
+"""The typed async client of ``sessiontodo.v1.TodoService``.
+
+The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connect``.
+Calls are retried with backoff while the service is UNAVAILABLE; ``add_todo`` sends a
+request id so that such a retry can never add twice. ``watch`` reconnects on its own
+and resumes after the last revision it delivered, so its consumer sees every change
+exactly once, in order, or a RESET snapshot where history was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_client.models import (
+    AddedTodo,
+    ChangeKind,
+    Session,
+    Todo,
+    TodoList,
+    TodoPriority,
+    TodoStatus,
+    UpdatedTodo,
+    WatchEvent,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
+_PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
+_STATUS_FROM_PB = {number: status for status, number in _STATUS_TO_PB.items()}
+_PRIORITY_FROM_PB = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
+_KIND_FROM_PB = {pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}"): kind for kind in ChangeKind}
+
+
+# Errors
+
+
+class ServiceError(Exception):
+    """A call failed; ``code`` is the gRPC status, ``violations`` the BadRequest details."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, violations: Sequence[tuple[str, str]] = (), reason: str = ""):
+        self.code = code
+        self.message = message
+        self.violations = list(violations)
+        self.reason = reason
+        super().__init__(f"{code.name}: {message}")
+
+
+class InvalidArgument(ServiceError):
+    pass
+
+
+class NotFound(ServiceError):
+    pass
+
+
+class Aborted(ServiceError):
+    """The expected revision did not match: re-read, then retry the read-modify-write."""
+
+
+class FailedPrecondition(ServiceError):
+    pass
+
+
+class ResourceExhausted(ServiceError):
+    pass
+
+
+class Unavailable(ServiceError):
+    pass
+
+
+_ERRORS: dict[grpc.StatusCode, type[ServiceError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ABORTED: Aborted,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+}
+
+
+def service_error(error: grpc.aio.AioRpcError) -> ServiceError:
+    """The typed error for a failed call, with its google.rpc details unpacked."""
+    violations: list[tuple[str, str]] = []
+    reason = ""
+    status = rpc_status.from_call(error)
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            violations += [(v.field, v.description) for v in bad_request.field_violations]
+        elif detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason = info.reason
+    kind = _ERRORS.get(error.code(), ServiceError)
+    return kind(error.code(), error.details() or "", violations, reason)
+
+
+# Conversions
+
+
+def todo_to_pb(todo: Todo) -> pb.Todo:
+    return pb.Todo(
+        id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority]
+    )
+
+
+def todo_from_pb(todo: pb.Todo) -> Todo:
+    return Todo(
+        id=todo.id,
+        content=todo.content,
+        status=_STATUS_FROM_PB[todo.status],
+        priority=_PRIORITY_FROM_PB[todo.priority],
+    )
+
+
+def session_from_pb(session: pb.Session) -> Session:
+    return Session(
+        session_id=session.session_id,
+        parent_id=session.parent_id,
+        revision=session.revision,
+        todo_count=session.todo_count,
+    )
+
+
+def event_from_pb(message: pb.WatchTodosResponse) -> WatchEvent:
+    return WatchEvent(
+        session_id=message.session_id,
+        kind=_KIND_FROM_PB[message.kind],
+        revision=message.revision,
+        todo_id=message.todo_id,
+        todos=[todo_from_pb(todo) for todo in message.todos],
+    )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for UNAVAILABLE: ``attempts`` tries, delays doubling from ``initial`` to ``maximum``."""
+
+    attempts: int = 5
+    initial: float = 0.1
+    maximum: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.initial * 2**attempt, self.maximum)
+
+    def delays(self) -> list[float]:
+        return [self.delay(n) for n in range(self.attempts - 1)]
+
+
+class TodoClient:
+    """Every rpc of ``TodoService`` with typed arguments and results."""
+
+    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> None:
+        self._stub = pb_grpc.TodoServiceStub(channel)
+        self._channel = channel
+        self._retry = retry
+        self._timeout = timeout
+
+    @classmethod
+    def connect(cls, target: str, **kwargs: Any) -> TodoClient:
+        """A client on a new insecure channel to ``target`` (``host:port``), pinging idle connections."""
+        channel = grpc.aio.insecure_channel(
+            target, options=[("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_permit_without_calls", 1)]
+        )
+        return cls(channel, **kwargs)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> TodoClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any) -> T:
+        for delay in [*self._retry.delays(), None]:
+            try:
+                return await rpc(request, timeout=self._timeout)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or delay is None:
+                    raise service_error(error) from None
+                log.debug("%s unavailable, retrying in %.2fs", type(request).__name__, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def create_session(self, session_id: str = "", parent_id: str = "") -> tuple[Session, bool]:
+        """Get or create; an empty ``session_id`` creates a session with a generated id."""
+        response = await self._call(
+            self._stub.CreateSession, pb.CreateSessionRequest(session_id=session_id, parent_id=parent_id)
+        )
+        return session_from_pb(response.session), response.created
+
+    async def remove_session(self, session_id: str) -> list[str]:
+        """Remove a session and its descendants; returns their ids (empty if it did not exist)."""
+        response = await self._call(self._stub.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
+        return list(response.removed_session_ids)
+
+    async def remove_all_sessions(self) -> int:
+        response = await self._call(self._stub.RemoveAllSessions, pb.RemoveAllSessionsRequest())
+        return response.removed_count
+
+    async def list_sessions(self) -> list[Session]:
+        """Every session, following pages."""
+        sessions: list[Session] = []
+        token = ""
+        while True:
+            response = await self._call(self._stub.ListSessions, pb.ListSessionsRequest(page_token=token))
+            sessions += [session_from_pb(s) for s in response.sessions]
+            if not (token := response.next_page_token):
+                return sessions
+
+    async def get_todos(self, session_id: str) -> TodoList:
+        response = await self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
+        return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
+
+    async def replace_todos(
+        self, session_id: str, todos: Sequence[Todo], expected_revision: int | None = None
+    ) -> TodoList:
+        response = await self._call(
+            self._stub.ReplaceTodos,
+            pb.ReplaceTodosRequest(
+                session_id=session_id, todos=[todo_to_pb(t) for t in todos], expected_revision=expected_revision
+            ),
+        )
+        return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
+
+    async def add_todo(
+        self,
+        session_id: str,
+        todo: Todo,
+        index: int | None = None,
+        expected_revision: int | None = None,
+        request_id: str | None = None,
+    ) -> AddedTodo:
+        request = pb.AddTodoRequest(
+            session_id=session_id,
+            todo=todo_to_pb(todo),
+            index=index,
+            expected_revision=expected_revision,
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        response = await self._call(self._stub.AddTodo, request)
+        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+
+    async def update_todo(
+        self,
+        session_id: str,
+        todo_id: str,
+        *,
+        content: str | None = None,
+        status: TodoStatus | None = None,
+        priority: TodoPriority | None = None,
+        expected_revision: int | None = None,
+    ) -> UpdatedTodo:
+        request = pb.UpdateTodoRequest(
+            session_id=session_id,
+            todo_id=todo_id,
+            content=content,
+            status=_STATUS_TO_PB[status] if status else 0,
+            priority=_PRIORITY_TO_PB[priority] if priority else 0,
+            expected_revision=expected_revision,
+        )
+        response = await self._call(self._stub.UpdateTodo, request)
+        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+
+    async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None = None) -> int:
+        response = await self._call(
+            self._stub.RemoveTodo,
+            pb.RemoveTodoRequest(session_id=session_id, todo_id=todo_id, expected_revision=expected_revision),
+        )
+        return response.revision
+
+    async def watch(
+        self, session_id: str, after_revision: int | None = None, *, include_progress: bool = False
+    ) -> AsyncIterator[WatchEvent]:
+        """Every change of one session, across reconnects, until the session is removed.
+
+        While the service is UNAVAILABLE it reconnects for ever (with capped backoff) and
+        resumes after the last revision it yielded. Ends after yielding SESSION_REMOVED;
+        raises the ``ServiceError`` of any other failure (NOT_FOUND for an unknown
+        session). Breaking out of the loop cancels the underlying call.
+        """
+        attempt = 0
+        while True:
+            call = self._stub.WatchTodos(pb.WatchTodosRequest(session_id=session_id, after_revision=after_revision))
+            try:
+                async for message in call:
+                    attempt = 0
+                    event = event_from_pb(message)
+                    if event.kind is not ChangeKind.PROGRESS:
+                        after_revision = event.revision
+                    elif not include_progress:
+                        continue
+                    yield event
+                    if event.kind is ChangeKind.SESSION_REMOVED:
+                        return
+                return
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise service_error(error) from None
+                log.debug("watch of %s interrupted, resuming after %s", session_id, after_revision)
+                await asyncio.sleep(self._retry.delay(attempt))
+                attempt += 1
+            finally:
+                call.cancel()

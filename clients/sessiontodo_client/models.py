@@ -1,0 +1,88 @@
+"""Typed values of the sessiontodo API, independent of protobuf."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class TodoStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class TodoPriority(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class ChangeKind(StrEnum):
+    SNAPSHOT = "snapshot"
+    RESET = "reset"
+    TODOS_REPLACED = "todos_replaced"
+    TODO_ADDED = "todo_added"
+    TODO_UPDATED = "todo_updated"
+    TODO_REMOVED = "todo_removed"
+    SESSION_REMOVED = "session_removed"
+    PROGRESS = "progress"
+
+
+class Todo(BaseModel):
+    """One todo. Leave ``id`` empty on writes to have one generated."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = ""
+    content: str
+    status: TodoStatus = TodoStatus.PENDING
+    priority: TodoPriority = TodoPriority.MEDIUM
+
+
+class Session(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    parent_id: str = ""
+    revision: int = 0
+    todo_count: int = 0
+
+
+class TodoList(BaseModel):
+    """A session's todos at one revision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    todos: list[Todo]
+    revision: int
+
+
+class AddedTodo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    todo: Todo
+    index: int
+    revision: int
+
+
+class UpdatedTodo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    todo: Todo
+    revision: int
+    changed: bool
+
+
+class WatchEvent(BaseModel):
+    """One message of a watch: the change and the full list after it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    kind: ChangeKind
+    revision: int
+    todo_id: str = ""
+    todos: list[Todo] = []

@@ -1,0 +1,33 @@
+"""``python -m sessiontodo_server``: serve until SIGTERM or SIGINT, then shut down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from sessiontodo_server.app import start_server
+from sessiontodo_server.settings import Settings
+
+
+async def serve(settings: Settings) -> None:
+    running = await start_server(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await running.stop()
+
+
+def main() -> None:
+    settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Composition: build the store, the book and the gRPC server from settings.
+
+``start_server`` is shared by ``__main__`` and the tests, so tests exercise exactly
+what production runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sessiontodo_server.book import TodoBook
+from sessiontodo_server.settings import Settings
+from sessiontodo_server.stores.base import TodoStore
+from sessiontodo_server.stores.memory import MemoryStore
+from sessiontodo_server.stores.sqlite import open_sqlite_store
+from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_todo_service
+from sessiontodo_server.watch import WatchHub
+
+log = logging.getLogger(__name__)
+
+
+def open_store(url: str, history_limit: int) -> TodoStore:
+    """A store for a URL: ``memory://``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db``."""
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        return MemoryStore(history_limit)
+    if scheme == "sqlite":
+        path = url.removeprefix("sqlite:///")
+        if not path or path == url:
+            raise ValueError(f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}")
+        return open_sqlite_store(Path(path), history_limit)
+    raise ValueError(f"unsupported store URL {url!r}: use memory:// or sqlite:///path.db")
+
+
+def _server_options(settings: Settings) -> list[tuple[str, int]]:
+    options = [
+        ("grpc.so_reuseport", int(settings.reuse_port)),
+        # Accept client keepalive pings every 10 s, also on idle connections.
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    if settings.max_connection_age:
+        options += [
+            ("grpc.max_connection_age_ms", int(settings.max_connection_age * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(settings.shutdown_grace * 1000)),
+        ]
+    return options
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    book: TodoBook
+    store: TodoStore
+    health: health.aio.HealthServicer
+    shutdown_grace: float
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        """Health NOT_SERVING, watches end with UNAVAILABLE, then stop within the grace period."""
+        await self.health.enter_graceful_shutdown()
+        self.book.shut_down()
+        await self.server.stop(self.shutdown_grace)
+        await self.store.close()
+        log.info("server stopped")
+
+
+async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
+    store = store if store is not None else open_store(settings.store, settings.history_limit)
+    await store.open()
+    limits = settings.limits()
+    book = TodoBook(store, WatchHub(settings.watch_buffer, limits.max_watchers), limits, settings.progress_interval)
+
+    server = grpc.aio.server(options=_server_options(settings))
+    add_todo_service(server, TodoServicer(book))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if settings.reflection:
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    await server.start()
+    for service in ("", SERVICE_NAME):
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving on %s:%d with store %s", settings.host, port, settings.store)
+    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace)

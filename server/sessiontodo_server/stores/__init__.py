@@ -1,0 +1,1 @@
+"""Storage engines behind one narrow interface (``base.TodoStore``), chosen by URL."""

@@ -1,0 +1,206 @@
+"""The todo list itself: values, limits and the pure operations that change a list.
+
+Nothing here knows about sessions' storage, watchers or gRPC: every operation takes a
+list (a tuple) and returns the new list plus a description of the change, or raises
+``InvalidArgument`` / ``TodoNotFound`` without touching anything.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from sessiontodo_server.errors import InvalidArgument, LimitExceeded, TodoNotFound
+
+
+class TodoStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class TodoPriority(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class ChangeKind(StrEnum):
+    SNAPSHOT = "snapshot"
+    RESET = "reset"
+    TODOS_REPLACED = "todos_replaced"
+    TODO_ADDED = "todo_added"
+    TODO_UPDATED = "todo_updated"
+    TODO_REMOVED = "todo_removed"
+    SESSION_REMOVED = "session_removed"
+    PROGRESS = "progress"
+
+
+@dataclass(frozen=True, slots=True)
+class Todo:
+    id: str
+    content: str
+    status: TodoStatus = TodoStatus.PENDING
+    priority: TodoPriority = TodoPriority.MEDIUM
+
+
+@dataclass(frozen=True, slots=True)
+class TodoDraft:
+    """A todo as a caller writes it: the id may be empty, status and priority omitted."""
+
+    id: str = ""
+    content: str = ""
+    status: TodoStatus | None = None
+    priority: TodoPriority | None = None
+
+
+# Identity equality on purpose: a change is an event, and watchers share one encoding
+# of it by identity (see ``transport.encode_change``).
+@dataclass(frozen=True, slots=True, eq=False)
+class Change:
+    """One message of a session's change feed: the full list after the change."""
+
+    session_id: str
+    kind: ChangeKind
+    revision: int
+    todos: tuple[Todo, ...] = ()
+    todo_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Validation limits; the defaults keep a full list far below gRPC's 4 MiB message cap."""
+
+    max_session_id_length: int = 128
+    max_todo_id_length: int = 128
+    max_content_length: int = 4096
+    max_todos_per_session: int = 1000
+    max_list_bytes: int = 1 << 20
+    max_sessions: int = 100_000
+    max_watchers: int = 20_000
+
+
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]+")
+_ID_PATTERN_TEXT = "letters, digits and . _ : -"
+
+
+def new_id(prefix: str) -> str:
+    """A random, sortable-enough id such as ``todo_3f9a…``."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def check_session_id(session_id: str, limits: Limits, field: str = "session_id") -> None:
+    """Reject ids that are too long or use characters outside the documented set."""
+    if len(session_id) > limits.max_session_id_length:
+        raise InvalidArgument([(field, f"must be at most {limits.max_session_id_length} characters")])
+    if session_id and not SESSION_ID_PATTERN.fullmatch(session_id):
+        raise InvalidArgument([(field, f"may only contain {_ID_PATTERN_TEXT}")])
+
+
+def _draft_violations(draft: TodoDraft, field: str, limits: Limits) -> list[tuple[str, str]]:
+    violations = []
+    if not draft.content.strip():
+        violations.append((f"{field}.content", "must not be empty"))
+    elif len(draft.content) > limits.max_content_length:
+        violations.append((f"{field}.content", f"must be at most {limits.max_content_length} characters"))
+    if len(draft.id) > limits.max_todo_id_length:
+        violations.append((f"{field}.id", f"must be at most {limits.max_todo_id_length} characters"))
+    return violations
+
+
+def _materialize(draft: TodoDraft) -> Todo:
+    return Todo(
+        id=draft.id or new_id("todo"),
+        content=draft.content,
+        status=draft.status or TodoStatus.PENDING,
+        priority=draft.priority or TodoPriority.MEDIUM,
+    )
+
+
+def _list_bytes(todos: tuple[Todo, ...]) -> int:
+    return sum(len(t.content.encode()) + len(t.id) for t in todos)
+
+
+def _check_size(todos: tuple[Todo, ...], limits: Limits, field: str) -> None:
+    if _list_bytes(todos) > limits.max_list_bytes:
+        raise InvalidArgument([(field, f"the list must stay under {limits.max_list_bytes} bytes of text")])
+
+
+def replace_all(drafts: list[TodoDraft], limits: Limits) -> tuple[Todo, ...]:
+    """Validate a whole new list; keep given ids (which must be unique), generate the rest."""
+    violations: list[tuple[str, str]] = []
+    if len(drafts) > limits.max_todos_per_session:
+        violations.append(("todos", f"at most {limits.max_todos_per_session} todos per session"))
+    seen: set[str] = set()
+    for index, draft in enumerate(drafts):
+        violations += _draft_violations(draft, f"todos[{index}]", limits)
+        if draft.id:
+            if draft.id in seen:
+                violations.append((f"todos[{index}].id", f"duplicate id {draft.id!r}"))
+            seen.add(draft.id)
+    if violations:
+        raise InvalidArgument(violations)
+    todos = tuple(_materialize(draft) for draft in drafts)
+    _check_size(todos, limits, "todos")
+    return todos
+
+
+def insert(
+    todos: tuple[Todo, ...], draft: TodoDraft, index: int | None, limits: Limits
+) -> tuple[tuple[Todo, ...], Todo, int]:
+    """Insert at ``index`` (negative: front; None or past the end: append)."""
+    violations = _draft_violations(draft, "todo", limits)
+    if draft.id and any(t.id == draft.id for t in todos):
+        violations.append(("todo.id", f"duplicate id {draft.id!r}"))
+    if violations:
+        raise InvalidArgument(violations)
+    if len(todos) >= limits.max_todos_per_session:
+        raise LimitExceeded("todos per session", limits.max_todos_per_session)
+    todo = _materialize(draft)
+    position = len(todos) if index is None else min(max(index, 0), len(todos))
+    new = (*todos[:position], todo, *todos[position:])
+    _check_size(new, limits, "todo.content")
+    return new, todo, position
+
+
+def _position(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> int:
+    for position, todo in enumerate(todos):
+        if todo.id == todo_id:
+            return position
+    raise TodoNotFound(session_id, todo_id)
+
+
+def update(
+    todos: tuple[Todo, ...],
+    session_id: str,
+    todo_id: str,
+    content: str | None,
+    status: TodoStatus | None,
+    priority: TodoPriority | None,
+    limits: Limits,
+) -> tuple[tuple[Todo, ...], Todo]:
+    """Change the given fields of one todo; returns the same tuple object when nothing changes."""
+    if content is not None:
+        if violations := _draft_violations(TodoDraft(content=content), "update", limits):
+            raise InvalidArgument(violations)
+    position = _position(todos, session_id, todo_id)
+    old = todos[position]
+    new = replace(
+        old,
+        content=old.content if content is None else content,
+        status=status or old.status,
+        priority=priority or old.priority,
+    )
+    if new == old:
+        return todos, old
+    updated = (*todos[:position], new, *todos[position + 1 :])
+    _check_size(updated, limits, "update.content")
+    return updated, new
+
+
+def remove(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> tuple[Todo, ...]:
+    position = _position(todos, session_id, todo_id)
+    return (*todos[:position], *todos[position + 1 :])

@@ -1,0 +1,242 @@
+"""gRPC transport: protobuf <-> domain conversions, the one error table, the servicer.
+
+Servicer methods stay thin: convert the request, call the ``TodoBook``, convert the
+result. Domain errors become gRPC statuses with google.rpc details (BadRequest field
+violations, ErrorInfo) that grpcurl and every gRPC client can read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import message_factory
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_server import errors
+from sessiontodo_server.book import TodoBook
+from sessiontodo_server.stores.base import SessionState
+from sessiontodo_server.todos import Change, ChangeKind, Todo, TodoDraft, TodoPriority, TodoStatus
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
+ERROR_DOMAIN = "sessiontodo.v1"
+
+_STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
+_PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
+_KIND_TO_PB = {kind: pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}") for kind in ChangeKind}
+_STATUS_FROM_PB = {number: status for status, number in _STATUS_TO_PB.items()}
+_PRIORITY_FROM_PB = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
+
+# The one table from domain errors to gRPC codes, with the ErrorInfo reason sent along.
+_ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
+    errors.InvalidArgument: (code_pb2.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    errors.SessionNotFound: (code_pb2.NOT_FOUND, "SESSION_NOT_FOUND"),
+    errors.TodoNotFound: (code_pb2.NOT_FOUND, "TODO_NOT_FOUND"),
+    errors.RevisionMismatch: (code_pb2.ABORTED, "REVISION_MISMATCH"),
+    errors.ParentMismatch: (code_pb2.FAILED_PRECONDITION, "PARENT_MISMATCH"),
+    errors.LimitExceeded: (code_pb2.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED"),
+    errors.Unavailable: (code_pb2.UNAVAILABLE, "UNAVAILABLE"),
+}
+
+
+def to_status(error: errors.TodoError) -> status_pb2.Status:
+    """The google.rpc.Status for a domain error."""
+    code, reason = _ERROR_TABLE[type(error)]
+    status = status_pb2.Status(code=code, message=str(error))
+    if isinstance(error, errors.InvalidArgument):
+        violations = [
+            error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
+            for field, description in error.violations
+        ]
+        status.details.add().Pack(error_details_pb2.BadRequest(field_violations=violations))
+    metadata = {
+        key: str(value)
+        for key in ("session_id", "todo_id", "expected", "actual", "limit", "value")
+        if (value := getattr(error, key, None)) is not None
+    }
+    status.details.add().Pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata))
+    return status
+
+
+# Conversions
+
+
+def todo_to_pb(todo: Todo) -> pb.Todo:
+    return pb.Todo(id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority])
+
+
+def _enum(value: int, table: dict[int, Any], field: str, violations: list[tuple[str, str]]) -> Any:
+    if value == 0:
+        return None
+    if value not in table:
+        violations.append((field, f"unknown value {value}"))
+    return table.get(value)
+
+
+def draft_from_pb(todo: pb.Todo, field: str) -> TodoDraft:
+    violations: list[tuple[str, str]] = []
+    status = _enum(todo.status, _STATUS_FROM_PB, f"{field}.status", violations)
+    priority = _enum(todo.priority, _PRIORITY_FROM_PB, f"{field}.priority", violations)
+    if violations:
+        raise errors.InvalidArgument(violations)
+    return TodoDraft(todo.id, todo.content, status, priority)
+
+
+def _drafts_from_pb(todos: Any) -> list[TodoDraft]:
+    drafts, violations = [], []
+    for index, todo in enumerate(todos):
+        try:
+            drafts.append(draft_from_pb(todo, f"todos[{index}]"))
+        except errors.InvalidArgument as error:
+            violations += error.violations
+    if violations:
+        raise errors.InvalidArgument(violations)
+    return drafts
+
+
+def session_to_pb(state: SessionState) -> pb.Session:
+    return pb.Session(
+        session_id=state.session_id, parent_id=state.parent_id, revision=state.revision, todo_count=len(state.todos)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def encode_change(change: Change) -> bytes:
+    """One encoding per change, shared by all its watchers (changes hash by identity)."""
+    return pb.WatchTodosResponse(
+        kind=_KIND_TO_PB[change.kind],
+        revision=change.revision,
+        todo_id=change.todo_id,
+        todos=[todo_to_pb(todo) for todo in change.todos],
+        session_id=change.session_id,
+    ).SerializeToString()
+
+
+def _optional(message: Any, field: str) -> Any:
+    return getattr(message, field) if message.HasField(field) else None
+
+
+# Servicer
+
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+
+
+def _translating_errors(handler: Handler) -> Handler:
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(self, request, context)
+        except errors.TodoError as error:
+            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+
+    return wrapper  # type: ignore[return-value]
+
+
+class TodoServicer:
+    """``sessiontodo.v1.TodoService`` over a ``TodoBook``."""
+
+    def __init__(self, book: TodoBook) -> None:
+        self._book = book
+
+    @_translating_errors
+    async def CreateSession(self, request: pb.CreateSessionRequest, context: Any) -> pb.CreateSessionResponse:
+        state, created = await self._book.create_session(request.session_id, request.parent_id)
+        return pb.CreateSessionResponse(session=session_to_pb(state), created=created)
+
+    @_translating_errors
+    async def RemoveSession(self, request: pb.RemoveSessionRequest, context: Any) -> pb.RemoveSessionResponse:
+        removed = await self._book.remove_session(request.session_id)
+        return pb.RemoveSessionResponse(existed=bool(removed), removed_session_ids=removed)
+
+    @_translating_errors
+    async def RemoveAllSessions(self, request: pb.RemoveAllSessionsRequest, context: Any) -> pb.RemoveAllSessionsResponse:
+        return pb.RemoveAllSessionsResponse(removed_count=await self._book.remove_all_sessions())
+
+    @_translating_errors
+    async def ListSessions(self, request: pb.ListSessionsRequest, context: Any) -> pb.ListSessionsResponse:
+        sessions, token = await self._book.list_sessions(request.page_size, request.page_token)
+        return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
+
+    @_translating_errors
+    async def GetTodos(self, request: pb.GetTodosRequest, context: Any) -> pb.GetTodosResponse:
+        state = await self._book.get(request.session_id)
+        return pb.GetTodosResponse(todos=[todo_to_pb(t) for t in state.todos], revision=state.revision)
+
+    @_translating_errors
+    async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
+        state = await self._book.replace(
+            request.session_id, _drafts_from_pb(request.todos), _optional(request, "expected_revision")
+        )
+        return pb.ReplaceTodosResponse(todos=[todo_to_pb(t) for t in state.todos], revision=state.revision)
+
+    @_translating_errors
+    async def AddTodo(self, request: pb.AddTodoRequest, context: Any) -> pb.AddTodoResponse:
+        result = await self._book.add(
+            request.session_id,
+            draft_from_pb(request.todo, "todo"),
+            _optional(request, "index"),
+            _optional(request, "expected_revision"),
+            request.request_id,
+        )
+        return pb.AddTodoResponse(todo=todo_to_pb(result.todo), index=result.index, revision=result.revision)
+
+    @_translating_errors
+    async def UpdateTodo(self, request: pb.UpdateTodoRequest, context: Any) -> pb.UpdateTodoResponse:
+        violations: list[tuple[str, str]] = []
+        status = _enum(request.status, _STATUS_FROM_PB, "status", violations)
+        priority = _enum(request.priority, _PRIORITY_FROM_PB, "priority", violations)
+        if violations:
+            raise errors.InvalidArgument(violations)
+        todo, revision, changed = await self._book.update(
+            request.session_id,
+            request.todo_id,
+            _optional(request, "content"),
+            status,
+            priority,
+            _optional(request, "expected_revision"),
+        )
+        return pb.UpdateTodoResponse(todo=todo_to_pb(todo), revision=revision, changed=changed)
+
+    @_translating_errors
+    async def RemoveTodo(self, request: pb.RemoveTodoRequest, context: Any) -> pb.RemoveTodoResponse:
+        revision = await self._book.remove_todo(
+            request.session_id, request.todo_id, _optional(request, "expected_revision")
+        )
+        return pb.RemoveTodoResponse(revision=revision)
+
+    async def WatchTodos(self, request: pb.WatchTodosRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
+        (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
+        try:
+            async with aclosing(self._book.watch(request.session_id, _optional(request, "after_revision"))) as changes:
+                async for change in changes:
+                    yield encode_change(change)
+        except errors.TodoError as error:
+            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+
+
+def add_todo_service(server: grpc.aio.Server, servicer: TodoServicer) -> None:
+    """Register every rpc of the service; WatchTodos sends bytes already encoded once per change."""
+    service = pb.DESCRIPTOR.services_by_name["TodoService"]
+    handlers = {}
+    for method in service.methods:
+        request_type = message_factory.GetMessageClass(method.input_type)
+        response_type = message_factory.GetMessageClass(method.output_type)
+        behaviour = getattr(servicer, method.name)
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                behaviour, request_deserializer=request_type.FromString
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                behaviour,
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)

@@ -1,0 +1,113 @@
+"""Fan-out of changes to watchers, one bounded buffer per watcher.
+
+Publishing never awaits: a change is appended to each watcher of its session (and only
+its session) and the watcher is woken. A watcher whose buffer is full is marked lagged
+and its buffer dropped; it then catches up with one reset snapshot. So a stuck watcher
+costs at most its buffer, and never delays the writer or the other watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from sessiontodo_server.errors import LimitExceeded, Unavailable
+from sessiontodo_server.todos import Change
+
+
+class Subscription:
+    """One watcher's inbox for one session's changes."""
+
+    def __init__(self, session_id: str, capacity: int) -> None:
+        self.session_id = session_id
+        self._capacity = capacity
+        self._pending: deque[Change] = deque()
+        self._wakeup = asyncio.Event()
+        self.lagged = False
+        self.closed: Change | Unavailable | None = None
+        """Why the subscription ended: the session's removal, or the server shutting down."""
+
+    def push(self, change: Change) -> None:
+        if self.lagged:
+            return
+        if len(self._pending) >= self._capacity:
+            self._pending.clear()
+            self.lagged = True
+        else:
+            self._pending.append(change)
+        self._wakeup.set()
+
+    def close(self, reason: Change | Unavailable) -> None:
+        self.closed = reason
+        self._wakeup.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait for something to read; False if ``timeout`` passed first."""
+        if not (self._pending or self.lagged or self.closed):
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                return False
+        self._wakeup.clear()
+        return True
+
+    def drain(self) -> list[Change]:
+        """Everything pending, and clears the lagged mark (the caller resets instead)."""
+        changes = list(self._pending)
+        self._pending.clear()
+        self.lagged = False
+        return changes
+
+
+class WatchHub:
+    """Subscriptions by session id; a change touches only its own session's watchers."""
+
+    def __init__(self, buffer_size: int, max_watchers: int) -> None:
+        self._buffer_size = buffer_size
+        self._max_watchers = max_watchers
+        self._by_session: dict[str, set[Subscription]] = {}
+        self._count = 0
+        self._closed: Unavailable | None = None
+
+    @property
+    def watcher_count(self) -> int:
+        return self._count
+
+    def subscribe(self, session_id: str) -> Subscription:
+        if self._closed is not None:
+            raise self._closed
+        if self._count >= self._max_watchers:
+            raise LimitExceeded("watchers", self._max_watchers)
+        subscription = Subscription(session_id, self._buffer_size)
+        self._by_session.setdefault(session_id, set()).add(subscription)
+        self._count += 1
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        watchers = self._by_session.get(subscription.session_id)
+        if watchers is None or subscription not in watchers:
+            return
+        watchers.discard(subscription)
+        self._count -= 1
+        if not watchers:
+            del self._by_session[subscription.session_id]
+
+    def is_watched(self, session_id: str) -> bool:
+        return session_id in self._by_session
+
+    def publish(self, change: Change) -> None:
+        for subscription in self._by_session.get(change.session_id, ()):
+            subscription.push(change)
+
+    def end_session(self, removal: Change) -> None:
+        """Give every watcher of a removed session its final message."""
+        for subscription in self._by_session.get(removal.session_id, ()):
+            subscription.close(removal)
+
+    def shut_down(self) -> None:
+        """End every watch with UNAVAILABLE and refuse new ones."""
+        self._closed = Unavailable("the server is shutting down; reconnect and resume")
+        for watchers in self._by_session.values():
+            for subscription in watchers:
+                subscription.close(self._closed)

@@ -1,0 +1,45 @@
+"""Fixtures shared by the whole suite: a real grpc.aio server on 127.0.0.1:0 and a client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from sessiontodo_client import TodoClient
+from sessiontodo_server.app import RunningServer, start_server
+from sessiontodo_server.settings import Settings
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Test settings: memory store, a free port, no environment or flags read."""
+    values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "store": "memory://", "shutdown_grace": 1.0}
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[Callable[..., Any]]:
+    """Start servers with setting overrides; all are stopped after the test."""
+    started: list[RunningServer] = []
+
+    async def _start(**overrides: Any) -> RunningServer:
+        running = await start_server(make_settings(**overrides))
+        started.append(running)
+        return running
+
+    yield _start
+    for running in started:
+        await running.stop()
+
+
+@pytest.fixture
+async def server(start: Callable[..., Any]) -> RunningServer:
+    return await start()
+
+
+@pytest.fixture
+async def client(server: RunningServer) -> AsyncIterator[TodoClient]:
+    async with TodoClient.connect(server.address) as client:
+        yield client

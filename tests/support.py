@@ -1,0 +1,92 @@
+"""Helpers for tests that need real processes: free ports, a server subprocess, polling."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_serving(address: str, timeout: float = 15.0) -> None:
+    """Block until the health service at ``address`` says SERVING."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+
+class ServerProcess:
+    """``python -m sessiontodo_server`` in its own process, on a free loopback port."""
+
+    def __init__(self, *args: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        self.port = port or free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self._args = ["--host", "127.0.0.1", "--port", str(self.port), *args]
+        self._env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServerProcess:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sessiontodo_server", *self._args], env=self._env, cwd=ROOT
+        )
+        wait_until_serving(self.address)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up, no flush — what a crash looks like."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0, interval: float = 0.02) -> None:
+    """Poll ``check`` until it is true, failing after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
