@@ -8,13 +8,13 @@ watchers of that session only.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from sessiontodo_server import todos as ops
 from sessiontodo_server.errors import InvalidArgument, RevisionMismatch, SessionNotFound, Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore
-from sessiontodo_server.todos import Change, ChangeKind, Limits, Todo, TodoDraft, TodoPriority, TodoStatus
+from sessiontodo_server.todos import Change, ChangeKind, Limits, Todo, TodoDraft
 from sessiontodo_server.watch import WatchHub
 
 log = logging.getLogger(__name__)
@@ -140,8 +140,8 @@ class TodoBook:
         session_id: str,
         todo_id: str,
         content: str | None,
-        status: TodoStatus | None,
-        priority: TodoPriority | None,
+        status: str | None,
+        priority: str | None,
         expected_revision: int | None,
     ) -> tuple[Todo, int, bool]:
         def mutate(state: SessionState) -> _Mutation | None:
@@ -191,7 +191,7 @@ class TodoBook:
 
     # Watches
 
-    async def watch(self, session_id: str, after_revision: int | None) -> AsyncIterator[Change]:
+    async def watch(self, session_id: str, after_revision: int | None) -> AsyncGenerator[Change, None]:
         """The session's change feed, as documented on ``WatchTodos`` in the proto."""
         ops.check_session_id(session_id, self._limits)
         await self.get(session_id)  # NOT_FOUND before taking a watcher slot
@@ -223,9 +223,9 @@ class TodoBook:
                         break
                     yield change
                     last = change.revision
-                if lagged and (state := await self._store.get(session_id)) and state.revision > last:
-                    yield _reset(state)
-                    last = state.revision
+                if lagged and (latest := await self._store.get(session_id)) and latest.revision > last:
+                    yield _reset(latest)
+                    last = latest.revision
                 if isinstance(subscription.closed, Change):
                     yield subscription.closed
                     return

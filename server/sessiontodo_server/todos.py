@@ -49,12 +49,13 @@ class Todo:
 
 @dataclass(frozen=True, slots=True)
 class TodoDraft:
-    """A todo as a caller writes it: the id may be empty, status and priority omitted."""
+    """A todo as a caller wrote it, not yet validated: the id may be empty, status and
+    priority omitted (None) or outside their enums (any other string is reported)."""
 
     id: str = ""
     content: str = ""
-    status: TodoStatus | None = None
-    priority: TodoPriority | None = None
+    status: str | None = None
+    priority: str | None = None
 
 
 # Identity equality on purpose: a change is an event, and watchers share one encoding
@@ -100,8 +101,21 @@ def check_session_id(session_id: str, limits: Limits, field: str = "session_id")
         raise InvalidArgument([(field, f"may only contain {_ID_PATTERN_TEXT}")])
 
 
-def _draft_violations(draft: TodoDraft, field: str, limits: Limits) -> list[tuple[str, str]]:
+_STATUSES = {status.value for status in TodoStatus}
+_PRIORITIES = {priority.value for priority in TodoPriority}
+
+
+def _enum_violations(status: str | None, priority: str | None, field: str) -> list[tuple[str, str]]:
     violations = []
+    if status is not None and status not in _STATUSES:
+        violations.append((f"{field}status", f"{status!r} is not one of {', '.join(TodoStatus)}"))
+    if priority is not None and priority not in _PRIORITIES:
+        violations.append((f"{field}priority", f"{priority!r} is not one of {', '.join(TodoPriority)}"))
+    return violations
+
+
+def _draft_violations(draft: TodoDraft, field: str, limits: Limits) -> list[tuple[str, str]]:
+    violations = _enum_violations(draft.status, draft.priority, f"{field}.")
     if not draft.content.strip():
         violations.append((f"{field}.content", "must not be empty"))
     elif len(draft.content) > limits.max_content_length:
@@ -115,8 +129,8 @@ def _materialize(draft: TodoDraft) -> Todo:
     return Todo(
         id=draft.id or new_id("todo"),
         content=draft.content,
-        status=draft.status or TodoStatus.PENDING,
-        priority=draft.priority or TodoPriority.MEDIUM,
+        status=TodoStatus(draft.status or TodoStatus.PENDING),
+        priority=TodoPriority(draft.priority or TodoPriority.MEDIUM),
     )
 
 
@@ -178,21 +192,23 @@ def update(
     session_id: str,
     todo_id: str,
     content: str | None,
-    status: TodoStatus | None,
-    priority: TodoPriority | None,
+    status: str | None,
+    priority: str | None,
     limits: Limits,
 ) -> tuple[tuple[Todo, ...], Todo]:
     """Change the given fields of one todo; returns the same tuple object when nothing changes."""
+    violations = _enum_violations(status, priority, "")
     if content is not None:
-        if violations := _draft_violations(TodoDraft(content=content), "update", limits):
-            raise InvalidArgument(violations)
+        violations += _draft_violations(TodoDraft(content=content), "update", limits)
+    if violations:
+        raise InvalidArgument(violations)
     position = _position(todos, session_id, todo_id)
     old = todos[position]
     new = replace(
         old,
         content=old.content if content is None else content,
-        status=status or old.status,
-        priority=priority or old.priority,
+        status=TodoStatus(status or old.status),
+        priority=TodoPriority(priority or old.priority),
     )
     if new == old:
         return todos, old

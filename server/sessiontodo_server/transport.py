@@ -29,8 +29,8 @@ ERROR_DOMAIN = "sessiontodo.v1"
 _STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
 _PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
 _KIND_TO_PB = {kind: pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}") for kind in ChangeKind}
-_STATUS_FROM_PB = {number: status for status, number in _STATUS_TO_PB.items()}
-_PRIORITY_FROM_PB = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
+_STATUS_FROM_PB: dict[int, TodoStatus] = {number: status for status, number in _STATUS_TO_PB.items()}
+_PRIORITY_FROM_PB: dict[int, TodoPriority] = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
 
 # The one table from domain errors to gRPC codes, with the ErrorInfo reason sent along.
 _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
@@ -70,33 +70,19 @@ def todo_to_pb(todo: Todo) -> pb.Todo:
     return pb.Todo(id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority])
 
 
-def _enum(value: int, table: dict[int, Any], field: str, violations: list[tuple[str, str]]) -> Any:
-    if value == 0:
+def _enum_name(number: int, table: dict[int, Any]) -> str | None:
+    """The domain name of a protobuf enum number: None when unset, the number itself when
+    unknown (proto3 enums are open), for the domain to report."""
+    if number == 0:
         return None
-    if value not in table:
-        violations.append((field, f"unknown value {value}"))
-    return table.get(value)
+    known = table.get(number)
+    return str(number) if known is None else known.value
 
 
-def draft_from_pb(todo: pb.Todo, field: str) -> TodoDraft:
-    violations: list[tuple[str, str]] = []
-    status = _enum(todo.status, _STATUS_FROM_PB, f"{field}.status", violations)
-    priority = _enum(todo.priority, _PRIORITY_FROM_PB, f"{field}.priority", violations)
-    if violations:
-        raise errors.InvalidArgument(violations)
-    return TodoDraft(todo.id, todo.content, status, priority)
-
-
-def _drafts_from_pb(todos: Any) -> list[TodoDraft]:
-    drafts, violations = [], []
-    for index, todo in enumerate(todos):
-        try:
-            drafts.append(draft_from_pb(todo, f"todos[{index}]"))
-        except errors.InvalidArgument as error:
-            violations += error.violations
-    if violations:
-        raise errors.InvalidArgument(violations)
-    return drafts
+def draft_from_pb(todo: pb.Todo) -> TodoDraft:
+    return TodoDraft(
+        todo.id, todo.content, _enum_name(todo.status, _STATUS_FROM_PB), _enum_name(todo.priority, _PRIORITY_FROM_PB)
+    )
 
 
 def session_to_pb(state: SessionState) -> pb.Session:
@@ -169,16 +155,15 @@ class TodoServicer:
 
     @_translating_errors
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
-        state = await self._book.replace(
-            request.session_id, _drafts_from_pb(request.todos), _optional(request, "expected_revision")
-        )
+        drafts = [draft_from_pb(todo) for todo in request.todos]
+        state = await self._book.replace(request.session_id, drafts, _optional(request, "expected_revision"))
         return pb.ReplaceTodosResponse(todos=[todo_to_pb(t) for t in state.todos], revision=state.revision)
 
     @_translating_errors
     async def AddTodo(self, request: pb.AddTodoRequest, context: Any) -> pb.AddTodoResponse:
         result = await self._book.add(
             request.session_id,
-            draft_from_pb(request.todo, "todo"),
+            draft_from_pb(request.todo),
             _optional(request, "index"),
             _optional(request, "expected_revision"),
             request.request_id,
@@ -187,17 +172,12 @@ class TodoServicer:
 
     @_translating_errors
     async def UpdateTodo(self, request: pb.UpdateTodoRequest, context: Any) -> pb.UpdateTodoResponse:
-        violations: list[tuple[str, str]] = []
-        status = _enum(request.status, _STATUS_FROM_PB, "status", violations)
-        priority = _enum(request.priority, _PRIORITY_FROM_PB, "priority", violations)
-        if violations:
-            raise errors.InvalidArgument(violations)
         todo, revision, changed = await self._book.update(
             request.session_id,
             request.todo_id,
             _optional(request, "content"),
-            status,
-            priority,
+            _enum_name(request.status, _STATUS_FROM_PB),
+            _enum_name(request.priority, _PRIORITY_FROM_PB),
             _optional(request, "expected_revision"),
         )
         return pb.UpdateTodoResponse(todo=todo_to_pb(todo), revision=revision, changed=changed)
