@@ -31,7 +31,10 @@ def wait_until_serving(address: str, timeout: float = 15.0) -> None:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                if (
+                    stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                    == health_pb2.HealthCheckResponse.SERVING
+                ):
                     return
             except grpc.RpcError:
                 if time.monotonic() > deadline:

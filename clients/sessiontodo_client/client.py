@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -51,7 +51,9 @@ _KIND_FROM_PB = {pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}"): kind for kind 
 class ServiceError(Exception):
     """A call failed; ``code`` is the gRPC status, ``violations`` the BadRequest details."""
 
-    def __init__(self, code: grpc.StatusCode, message: str, violations: Sequence[tuple[str, str]] = (), reason: str = ""):
+    def __init__(
+        self, code: grpc.StatusCode, message: str, violations: Sequence[tuple[str, str]] = (), reason: str = ""
+    ):
         self.code = code
         self.message = message
         self.violations = list(violations)
@@ -273,8 +275,8 @@ class TodoClient:
             session_id=session_id,
             todo_id=todo_id,
             content=content,
-            status=_STATUS_TO_PB[status] if status else 0,
-            priority=_PRIORITY_TO_PB[priority] if priority else 0,
+            status=_STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED,
+            priority=_PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED,
             expected_revision=expected_revision,
         )
         response = await self._call(self._stub.UpdateTodo, request)
@@ -289,7 +291,7 @@ class TodoClient:
 
     async def watch(
         self, session_id: str, after_revision: int | None = None, *, include_progress: bool = False
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Every change of one session, across reconnects, until the session is removed.
 
         While the service is UNAVAILABLE it reconnects for ever (with capped backoff) and

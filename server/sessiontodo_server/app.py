@@ -34,7 +34,9 @@ def open_store(url: str, history_limit: int) -> TodoStore:
     if scheme == "sqlite":
         path = url.removeprefix("sqlite:///")
         if not path or path == url:
-            raise ValueError(f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}")
+            raise ValueError(
+                f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
+            )
         return open_sqlite_store(Path(path), history_limit)
     raise ValueError(f"unsupported store URL {url!r}: use memory:// or sqlite:///path.db")
 

@@ -13,7 +13,9 @@ DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 class Settings(BaseSettings):
     """Every knob of the server; flags win over environment variables, which win over defaults."""
 
-    model_config = SettingsConfigDict(env_prefix="SESSIONTODO_", cli_kebab_case=True, cli_prog_name="sessiontodo-server")
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONTODO_", cli_kebab_case=True, cli_prog_name="sessiontodo-server"
+    )
 
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(50051, ge=0, le=65535, description="Port to listen on; 0 picks a free one.")
@@ -27,14 +29,18 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight calls get to finish on shutdown.")
     reflection: bool = Field(True, description="Serve gRPC server reflection (for grpcurl).")
     reuse_port: bool = Field(False, description="Allow several processes on one port (SO_REUSEPORT).")
-    max_connection_age: float = Field(0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never.")
+    max_connection_age: float = Field(
+        0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never."
+    )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
 
     max_session_id_length: int = Field(128, ge=1, le=1024)
     max_todo_id_length: int = Field(128, ge=1, le=1024)
     max_content_length: int = Field(4096, ge=1, le=65536)
     max_todos_per_session: int = Field(1000, ge=1, le=10_000)
-    max_list_bytes: int = Field(1 << 20, ge=1024, le=3 << 20, description="Text bytes per list; keeps messages under 4 MiB.")
+    max_list_bytes: int = Field(
+        1 << 20, ge=1024, le=3 << 20, description="Text bytes per list; keeps messages under 4 MiB."
+    )
     max_sessions: int = Field(100_000, ge=1)
     max_watchers: int = Field(20_000, ge=1)
 

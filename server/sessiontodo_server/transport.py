@@ -67,7 +67,9 @@ def to_status(error: errors.TodoError) -> status_pb2.Status:
 
 
 def todo_to_pb(todo: Todo) -> pb.Todo:
-    return pb.Todo(id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority])
+    return pb.Todo(
+        id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority]
+    )
 
 
 def _enum_name(number: int, table: dict[int, Any]) -> str | None:
@@ -140,7 +142,9 @@ class TodoServicer:
         return pb.RemoveSessionResponse(existed=bool(removed), removed_session_ids=removed)
 
     @_translating_errors
-    async def RemoveAllSessions(self, request: pb.RemoveAllSessionsRequest, context: Any) -> pb.RemoveAllSessionsResponse:
+    async def RemoveAllSessions(
+        self, request: pb.RemoveAllSessionsRequest, context: Any
+    ) -> pb.RemoveAllSessionsResponse:
         return pb.RemoveAllSessionsResponse(removed_count=await self._book.remove_all_sessions())
 
     @_translating_errors
@@ -189,7 +193,9 @@ class TodoServicer:
         )
         return pb.RemoveTodoResponse(revision=revision)
 
-    async def WatchTodos(self, request: pb.WatchTodosRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def WatchTodos(
+        self, request: pb.WatchTodosRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
         """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
         (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
         try:

@@ -33,7 +33,9 @@ class _Session:
 class Journal(Protocol):
     """Durable write-ahead of the memory store; every call must be durable on return."""
 
-    def load(self) -> tuple[int, Iterable[tuple[str, str, int, tuple[Todo, ...]]], Iterable[tuple[str, str, AddResult]]]:
+    def load(
+        self,
+    ) -> tuple[int, Iterable[tuple[str, str, int, tuple[Todo, ...]]], Iterable[tuple[str, str, AddResult]]]:
         """(removed high-water revision, sessions, remembered requests)."""
 
     def create_session(self, session_id: str, parent_id: str, revision: int) -> None: ...
@@ -105,9 +107,7 @@ class MemoryStore:
     def _remove(self, session_ids: list[str]) -> list[Change]:
         if not session_ids:
             return []
-        removals = [
-            Change(sid, ChangeKind.SESSION_REMOVED, self._sessions[sid].revision + 1) for sid in session_ids
-        ]
+        removals = [Change(sid, ChangeKind.SESSION_REMOVED, self._sessions[sid].revision + 1) for sid in session_ids]
         high_water = max(self._removed_high_water, *(change.revision + 1 for change in removals))
         if self._journal is not None:
             self._journal.remove_sessions(session_ids, high_water)

@@ -105,7 +105,8 @@ class SqliteJournal:
                 self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", chunk)
                 self._db.execute(f"DELETE FROM requests WHERE session_id IN ({marks})", chunk)
             self._db.execute(
-                "INSERT INTO meta VALUES ('removed_high_water', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta VALUES ('removed_high_water', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (high_water,),
             )
 
