@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -40,6 +40,22 @@ run: setup
 ## test: run the whole suite
 test: setup $(NODE_DEPS)
 	$(BIN)/python -m pytest $(ARGS)
+
+# The wire contract as last released: `buf breaking` fails on any change that breaks it.
+PROTO_BASELINE := protos/released.json
+
+## lint: ruff, mypy, buf lint + format, and buf breaking against the released protos
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/buf lint
+	$(BIN)/buf format --diff --exit-code
+	$(BIN)/buf breaking --against $(PROTO_BASELINE)
+
+## proto-release: record protos/ as released (run when cutting a release, commit the result)
+proto-release: setup
+	$(BIN)/buf build --exclude-source-info -o '-#format=json' | $(BIN)/python -m json.tool --indent 1 > $(PROTO_BASELINE)
 
 clean:
 	rm -rf $(VENV) $(GENERATED) $(PROTOS:.proto=_pb2.pyi) $(PROTOS:.proto=_pb2_grpc.py) $(PROTOS:.proto=_pb2_grpc.pyi)
