@@ -1,0 +1,58 @@
+"""The typed client's own promises: retries while the service is down, and a watch that resumes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient
+from support import ServerProcess, free_port
+
+
+async def test_unary_calls_are_retried_until_the_service_comes_up(tmp_path: Path) -> None:
+    port = free_port()
+    server = ServerProcess("--store", "memory://", port=port)
+    async with TodoClient.connect(f"127.0.0.1:{port}", retry=RetryPolicy(attempts=40, maximum=0.5)) as client:
+        call = asyncio.ensure_future(client.create_session("late"))
+        await asyncio.to_thread(server.start)
+        try:
+            session, created = await asyncio.wait_for(call, 30)
+        finally:
+            server.__exit__(None, None, None)
+    assert (session.session_id, created) == ("late", True)
+
+
+async def test_the_watch_resumes_after_a_server_restart_without_loss_or_duplicates(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'todos.db'}"
+    server = ServerProcess("--store", store).start()
+    restarted = ServerProcess("--store", store, port=server.port)
+    try:
+        async with TodoClient.connect(server.address, retry=RetryPolicy(maximum=0.2)) as client:
+            await client.create_session("s")
+            events = client.watch("s")
+            snapshot = await anext(events)
+            assert snapshot.kind is ChangeKind.SNAPSHOT
+
+            assert server.stop() == 0
+            restarted.start()
+            written = await client.add_todo("s", Todo(content="after the restart"))
+
+            event = await asyncio.wait_for(anext(events), 30)
+            assert (event.kind, event.revision) == (ChangeKind.TODO_ADDED, written.revision)
+            await events.aclose()
+    finally:
+        server.__exit__(None, None, None)
+        restarted.__exit__(None, None, None)
+
+
+async def test_the_watch_raises_not_found_for_an_unknown_session(client: TodoClient) -> None:
+    with pytest.raises(NotFound):
+        await anext(client.watch("nobody"))
+
+
+async def test_errors_carry_the_field_violations(client: TodoClient) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        await client.replace_todos("", [Todo(content="")])
+    assert raised.value.violations == [("todos[0].content", "must not be empty")]
