@@ -1,0 +1,46 @@
+"""sessiontodo over the Agent Client Protocol (ACP), on the official ``agent-client-protocol`` SDK.
+
+- ``PlanPublisher`` (agent side): sends a session's todos to the editor as ``plan`` updates.
+- ``PlanSink`` (client side): stores the plans a remote agent sends as that session's todos.
+- ``conversions``: todos <-> ACP plan entries (ids in ``_meta``, ``cancelled`` made visible).
+- ``sessiontodo-acp-proxy`` (``sessiontodo_acp.proxy``): a transparent stdio proxy that puts
+  any ACP agent's plans into sessiontodo without changing the agent or the editor.
+"""
+
+from sessiontodo_acp._session_jobs import Backoff
+from sessiontodo_acp.conversions import (
+    CANCELLED_PREFIX,
+    META_TODO_ID,
+    META_TODO_STATUS,
+    PlanReading,
+    keep_known_ids,
+    plan_entry_from_todo,
+    plan_notification,
+    plan_update_from_todos,
+    read_plan_entries,
+    read_plan_update,
+    same_plan,
+    todo_from_plan_entry,
+)
+from sessiontodo_acp.publisher import PlanPublisher
+from sessiontodo_acp.settings import ProxySettings
+from sessiontodo_acp.sink import PlanSink
+
+__all__ = [
+    "CANCELLED_PREFIX",
+    "META_TODO_ID",
+    "META_TODO_STATUS",
+    "Backoff",
+    "PlanPublisher",
+    "PlanReading",
+    "PlanSink",
+    "ProxySettings",
+    "keep_known_ids",
+    "plan_entry_from_todo",
+    "plan_notification",
+    "plan_update_from_todos",
+    "read_plan_entries",
+    "read_plan_update",
+    "same_plan",
+    "todo_from_plan_entry",
+]

@@ -1,0 +1,112 @@
+"""A small ACP agent, written with the official Python SDK, that sends plans on command.
+
+Run over stdio: ``python tests/acp/plan_agent.py``. A prompt whose text is JSON
+``{"plans": [[entry, …], …]}`` makes it send each plan, in order, as a ``session/update``
+``plan`` notification, then end the turn. Entries are sent exactly as given: valid ones
+through the SDK's typed ``session_update``, lists with values outside ACP's sets as raw
+JSON (the SDK would refuse to build them). It supports ``session/load`` (replaying the last
+plan it sent for the session, if it knows the session), ``session/close``, and answers any
+extension method ``_…`` with the method name and params it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import uuid
+from typing import Any
+
+import acp
+from acp.schema import (
+    AgentCapabilities,
+    AgentPlanUpdate,
+    CloseSessionResponse,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PlanEntry,
+    PromptResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+)
+from pydantic import ValidationError
+
+log = logging.getLogger("plan_agent")
+
+
+def _typed_entries(entries: list[Any]) -> list[PlanEntry] | None:
+    """The entries as SDK models, or None if any is outside ACP's schema."""
+    try:
+        return [PlanEntry.model_validate(entry) for entry in entries]
+    except ValidationError:
+        return None
+
+
+class PlanAgent:
+    """A plain class (not a subclass of ``acp.Agent``), so unimplemented methods answer -32601."""
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+        self._last_plans: dict[str, list[Any]] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True, session_capabilities=SessionCapabilities(close=SessionCloseCapabilities())
+            ),
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        return NewSessionResponse(session_id=f"sess-{uuid.uuid4().hex}")
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        if (plan := self._last_plans.get(session_id)) is not None:
+            await self._send_plan(session_id, plan)
+        return LoadSessionResponse()
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        self._last_plans.pop(session_id, None)
+        return CloseSessionResponse()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        try:
+            command = json.loads(text)
+        except ValueError:
+            command = {}
+        for entries in command.get("plans", []):
+            await self._send_plan(session_id, entries)
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"method": method, "params": params}
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def _send_plan(self, session_id: str, entries: list[Any]) -> None:
+        self._last_plans[session_id] = entries
+        typed = _typed_entries(entries)
+        if typed is not None:
+            await self._conn.session_update(session_id=session_id, update=AgentPlanUpdate(session_update="plan", entries=typed))
+        else:
+            update = {"sessionUpdate": "plan", "entries": entries}
+            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": update})
+
+
+async def main() -> None:
+    await acp.run_agent(PlanAgent(), use_unstable_protocol=True)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+    asyncio.run(main())
