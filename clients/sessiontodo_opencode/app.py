@@ -1,0 +1,247 @@
+"""The OpenCode-compatible HTTP surface of the sidecar: todo routes and the ``/event`` stream.
+
+Every answer is JSON (OpenCode's v2 client throws on ``text/html``), errors use
+OpenCode's ``{"name", "data": {"message"}}`` bodies, and SSE frames are written by hand
+as ``data: <json>\\n\\n`` with LF only, which the default SDK client requires.
+OpenCode's ``directory``/``workspace`` query parameters and ``x-opencode-*`` headers are
+accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import grpc
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from sessiontodo_client import NotFound, ServiceError
+from sessiontodo_opencode.bridge import Subscription, TodoBridge
+from sessiontodo_opencode.models import (
+    CreateSessionBody,
+    ErrorBody,
+    ErrorData,
+    ServerConnected,
+    ServerHeartbeat,
+    Todo,
+    TodoUpdated,
+)
+from sessiontodo_opencode.translate import describe_violations
+
+log = logging.getLogger(__name__)
+
+_TODO_LIST = TypeAdapter(list[Todo])
+_CREATE_SESSION = TypeAdapter(CreateSessionBody)
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+# The one table from service errors to HTTP answers: status and OpenCode error name.
+_ERROR_TABLE: dict[grpc.StatusCode, tuple[int, str]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: (400, "BadRequest"),
+    grpc.StatusCode.NOT_FOUND: (404, "NotFoundError"),
+    grpc.StatusCode.FAILED_PRECONDITION: (409, "ConflictError"),
+    grpc.StatusCode.ABORTED: (409, "ConflictError"),
+    grpc.StatusCode.RESOURCE_EXHAUSTED: (429, "TooManyRequestsError"),
+    grpc.StatusCode.UNAVAILABLE: (503, "ServiceUnavailableError"),
+}
+
+
+def error_response(status: int, name: str, message: str) -> Response:
+    body = ErrorBody(name=name, data=ErrorData(message=message))
+    return Response(body.model_dump_json(), status_code=status, media_type="application/json")
+
+
+def service_error_response(error: ServiceError, session_id: str) -> Response:
+    """The OpenCode answer for a failed call about ``session_id``."""
+    status, name = _ERROR_TABLE.get(error.code, (502, "UnknownError"))
+    if isinstance(error, NotFound):
+        message = f"Session not found: {session_id}"
+    elif error.violations:
+        message = describe_violations(error.violations)
+    else:
+        message = error.message
+    return error_response(status, name, message)
+
+
+def bad_request(message: str) -> Response:
+    return error_response(400, "BadRequest", message)
+
+
+def validation_message(error: ValidationError, subject: str) -> str:
+    """``todos[0].status: Input should be …`` for each problem of a request body."""
+
+    def where(location: tuple[int | str, ...]) -> str:
+        return subject + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location)
+
+    return describe_violations([(where(problem["loc"]), problem["msg"]) for problem in error.errors()])
+
+
+def json_response(value: BaseModel | list[Todo] | bool) -> Response:
+    if isinstance(value, BaseModel):
+        content = value.model_dump_json(exclude_none=True)
+    elif isinstance(value, bool):
+        content = "true" if value else "false"
+    else:
+        content = _TODO_LIST.dump_json(value).decode()
+    return Response(content, media_type="application/json")
+
+
+def frame(event: BaseModel) -> bytes:
+    """One SSE frame, LF only, with no ``event:``/``id:`` lines (what OpenCode clients parse)."""
+    return b"data: " + event.model_dump_json().encode() + b"\n\n"
+
+
+Handler = Callable[[Any, Request], Awaitable[Response]]
+
+
+def _answering_service_errors(handler: Handler) -> Handler:
+    """Turn the service's errors about the path's session into OpenCode error answers."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Request) -> Response:
+        try:
+            return await handler(self, request)
+        except ServiceError as error:
+            return service_error_response(error, request.path_params["session_id"])
+
+    return wrapper
+
+
+class EventStream:
+    """The ``/event`` answer: ``server.connected``, the followed lists, each change, heartbeats.
+
+    The subscription is opened inside the response, so an unknown ``sessionID`` still
+    gets a 404, and it closes as soon as the client disconnects.
+    """
+
+    def __init__(self, bridge: TodoBridge, session_id: str | None, heartbeat_interval: float) -> None:
+        self._bridge = bridge
+        self._session_id = session_id
+        self._heartbeat_interval = heartbeat_interval
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with AsyncExitStack() as stack:
+            try:
+                subscription = await stack.enter_async_context(self._bridge.subscribe(self._session_id))
+            except ServiceError as error:
+                await service_error_response(error, self._session_id or "")(scope, receive, send)
+                return
+            async with asyncio.TaskGroup() as tasks:
+                streaming = tasks.create_task(self._stream(subscription, send))
+                listening = tasks.create_task(_until_disconnected(receive))
+                listening.add_done_callback(lambda _: streaming.cancel())
+                streaming.add_done_callback(lambda _: listening.cancel())
+
+    async def _stream(self, subscription: Subscription, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await send({"type": "http.response.body", "body": frame(ServerConnected()), "more_body": True})
+        loop = asyncio.get_running_loop()
+        next_heartbeat = loop.time() + self._heartbeat_interval
+        while True:
+            event: TodoUpdated | ServerHeartbeat | None
+            try:
+                async with asyncio.timeout_at(next_heartbeat):
+                    event = await subscription.receive()
+            except TimeoutError:
+                event = ServerHeartbeat()
+                next_heartbeat = loop.time() + self._heartbeat_interval
+            if event is None:  # the bridge closed: end the stream cleanly
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": frame(event), "more_body": True})
+
+
+async def _until_disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class OpenCodeRoutes:
+    """OpenCode's session-todo routes over one ``TodoBridge``."""
+
+    def __init__(self, bridge: TodoBridge, heartbeat_interval: float) -> None:
+        self._bridge = bridge
+        self._heartbeat_interval = heartbeat_interval
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/event", self.events, methods=["GET"]),
+            Route("/session", self.create_session, methods=["POST"]),
+            Route("/session/{session_id}", self.delete_session, methods=["DELETE"]),
+            Route("/session/{session_id}/todo", self.get_todos, methods=["GET"]),
+            Route("/session/{session_id}/todo", self.put_todos, methods=["PUT"]),
+        ]
+
+    async def events(self, request: Request) -> Response | EventStream:
+        session_id = request.query_params.get("sessionID")
+        if session_id == "":
+            return bad_request("sessionID: must not be empty; leave it out to follow every session")
+        return EventStream(self._bridge, session_id, self._heartbeat_interval)
+
+    async def create_session(self, request: Request) -> Response:
+        try:
+            body = _CREATE_SESSION.validate_json(await request.body() or b"{}")
+        except ValidationError as error:
+            return bad_request(validation_message(error, "body"))
+        try:
+            session = await self._bridge.create_session(body.id or "", body.parent_id or "")
+        except ServiceError as error:  # NOT_FOUND here is about the parent
+            return service_error_response(error, body.parent_id or "")
+        return json_response(session)
+
+    @_answering_service_errors
+    async def delete_session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        if not await self._bridge.delete_session(session_id):
+            return error_response(404, "NotFoundError", f"Session not found: {session_id}")
+        return json_response(True)
+
+    @_answering_service_errors
+    async def get_todos(self, request: Request) -> Response:
+        return json_response(await self._bridge.get_todos(request.path_params["session_id"]))
+
+    @_answering_service_errors
+    async def put_todos(self, request: Request) -> Response:
+        try:
+            todos = _TODO_LIST.validate_json(await request.body())
+        except ValidationError as error:
+            return bad_request(validation_message(error, "todos"))
+        return json_response(await self._bridge.write_todos(request.path_params["session_id"], todos))
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        return error_response(404, "NotFoundError", f"Route not found: {request.method} {request.url.path}")
+    if error.status_code == 405:
+        response = error_response(405, "MethodNotAllowed", f"Method not allowed: {request.method} {request.url.path}")
+        response.headers.update(error.headers or {})
+        return response
+    return error_response(error.status_code, "BadRequest" if error.status_code == 400 else "UnknownError", error.detail)
+
+
+async def _unexpected_error(request: Request, error: Exception) -> Response:
+    log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=error)
+    return error_response(500, "UnknownError", f"{type(error).__name__}: {error}")
+
+
+def create_app(bridge: TodoBridge, *, heartbeat_interval: float = 10.0) -> Starlette:
+    """The sidecar's ASGI app; the bridge (and so the service connection) is injected."""
+    return Starlette(
+        routes=OpenCodeRoutes(bridge, heartbeat_interval).routes(),
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
+    )

@@ -1,0 +1,27 @@
+"""Configuration of the sidecar, read once from flags and ``SESSIONTODO_OPENCODE_*`` variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the sidecar; flags win over environment variables, which win over defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONTODO_OPENCODE_", cli_kebab_case=True, cli_prog_name="sessiontodo-opencode"
+    )
+
+    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
+    host: str = Field("127.0.0.1", description="Address to serve OpenCode's HTTP routes on.")
+    port: int = Field(4096, ge=0, le=65535, description="Port to serve on (OpenCode's default); 0 picks a free one.")
+    heartbeat_interval: float = Field(10.0, gt=0, description="Seconds between server.heartbeat frames on /event.")
+    subscriber_buffer: int = Field(
+        1024, ge=1, description="Unread events kept per /event client before they collapse to the latest list per session."
+    )
+    ready_timeout: float = Field(
+        10.0, gt=0, description="Seconds a call waits for a session's watch to start or to deliver a write."
+    )
+    shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
+    log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")

@@ -1,0 +1,66 @@
+"""Composition: the bridge, the app and a uvicorn server, shared by ``__main__`` and the tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import uvicorn
+
+from sessiontodo_client import TodoClient
+from sessiontodo_opencode.app import create_app
+from sessiontodo_opencode.bridge import TodoBridge
+from sessiontodo_opencode.settings import Settings
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals to its owner, who ends the event streams before stopping."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class RunningSidecar:
+    server: uvicorn.Server
+    serving: asyncio.Task[None]
+    bridge: TodoBridge
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        """End every event stream and watch, then let in-flight requests finish."""
+        await self.bridge.aclose()
+        self.server.should_exit = True
+        await self.serving
+
+
+async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
+    """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
+    bridge = TodoBridge(client, subscriber_buffer=settings.subscriber_buffer, ready_timeout=settings.ready_timeout)
+    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval)
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=settings.shutdown_grace,
+    )
+    server = _Server(config)
+    listener = socket.create_server((settings.host, settings.port))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
+    while not server.started:
+        if serving.done():
+            await bridge.aclose()
+            serving.result()
+            raise RuntimeError("the sidecar stopped while starting")
+        await asyncio.sleep(0.01)
+    return RunningSidecar(server, serving, bridge, settings.host, listener.getsockname()[1])

@@ -1,0 +1,58 @@
+"""Helpers of the OpenCode gateway tests: a strict SSE reader and request bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+
+class EventFeed:
+    """One ``GET /event`` stream, parsed strictly: every frame must be exactly ``data: <json>\\n\\n``."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._chunks = response.aiter_raw()
+        self._buffer = b""
+        self.raw = b""
+        """Every byte received so far, to check the framing."""
+
+    async def next_event(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next envelope, heartbeats included."""
+        async with asyncio.timeout(timeout):
+            while b"\n\n" not in self._buffer:
+                chunk = await anext(self._chunks)
+                self.raw += chunk
+                self._buffer += chunk
+        frame, self._buffer = self._buffer.split(b"\n\n", 1)
+        assert b"\r" not in frame, frame
+        assert frame.startswith(b"data: ") and b"\n" not in frame, frame
+        envelope: dict[str, Any] = json.loads(frame.removeprefix(b"data: "))
+        return envelope
+
+    async def next_update(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next ``todo.updated``'s properties, skipping heartbeats."""
+        while True:
+            envelope = await self.next_event(timeout)
+            if envelope["type"] == "todo.updated":
+                properties: dict[str, Any] = envelope["properties"]
+                return properties
+            assert envelope["type"] == "server.heartbeat", envelope
+
+    async def updates(self, count: int, timeout: float = 10.0) -> list[tuple[str, list[str]]]:
+        """The next ``count`` updates as ``(sessionID, [content…])``."""
+        return [contents(await self.next_update(timeout)) for _ in range(count)]
+
+    async def aclose(self) -> None:
+        await self.response.aclose()
+
+
+def contents(properties: dict[str, Any]) -> tuple[str, list[str]]:
+    return properties["sessionID"], [todo["content"] for todo in properties["todos"]]
+
+
+def todos(*texts: str, status: str = "pending", priority: str = "medium") -> list[dict[str, str]]:
+    """A request body for ``PUT /session/{id}/todo``."""
+    return [{"content": text, "status": status, "priority": priority} for text in texts]

@@ -1,0 +1,255 @@
+"""OpenCode's session-todo routes on the sidecar, against a real sessiontodo server."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from opencode_support import todos
+from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
+from sessiontodo_opencode import RunningSidecar
+from support import ServerProcess
+
+
+async def create(http: httpx.AsyncClient, session_id: str, parent_id: str | None = None) -> None:
+    body: dict[str, str] = {"id": session_id} | ({"parentID": parent_id} if parent_id else {})
+    response = await http.post("/session", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def test_reading_a_sessions_todos_answers_the_list_in_order_with_ids(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await client.create_session("ses_a")
+    await client.replace_todos(
+        "ses_a",
+        [
+            Todo(id="t1", content="plan", status=TodoStatus.COMPLETED, priority=TodoPriority.HIGH),
+            Todo(id="t2", content="build", status=TodoStatus.IN_PROGRESS),
+            Todo(id="t3", content="ship", status=TodoStatus.CANCELLED, priority=TodoPriority.LOW),
+        ],
+    )
+
+    response = await http.get("/session/ses_a/todo")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == [
+        {"id": "t1", "content": "plan", "status": "completed", "priority": "high"},
+        {"id": "t2", "content": "build", "status": "in_progress", "priority": "medium"},
+        {"id": "t3", "content": "ship", "status": "cancelled", "priority": "low"},
+    ]
+
+
+async def test_reading_an_unknown_session_answers_opencodes_not_found_body(http: httpx.AsyncClient) -> None:
+    response = await http.get("/session/ses_nobody/todo")
+
+    assert response.status_code == 404
+    assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
+
+
+async def test_writing_a_list_replaces_it_and_answers_it_as_stored(http: httpx.AsyncClient, client: TodoClient) -> None:
+    await create(http, "ses_a")
+    await http.put("/session/ses_a/todo", json=todos("old"))
+
+    response = await http.put(
+        "/session/ses_a/todo",
+        json=[{"id": "kept", "content": "first", "status": "in_progress", "priority": "high"}, *todos("second")],
+    )
+
+    assert response.status_code == 200
+    written = response.json()
+    assert [(t["id"], t["content"], t["status"], t["priority"]) for t in written][0] == (
+        "kept",
+        "first",
+        "in_progress",
+        "high",
+    )
+    assert written[1]["id"] and written[1]["content"] == "second"
+    stored = await client.get_todos("ses_a")
+    assert [(t.id, t.content) for t in stored.todos] == [(t["id"], t["content"]) for t in written]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected_message"),
+    [
+        (todos("x", status="done"), "todos[0].status: Input should be 'pending', 'in_progress', 'completed' or 'cancelled'"),
+        (todos("x", priority="urgent"), "todos[0].priority: Input should be 'high', 'medium' or 'low'"),
+        ([{"status": "pending", "priority": "low"}], "todos[0].content: Field required"),
+        ([{"content": "x", "status": "pending", "priority": "low", "priorty": "high"}], "todos[0].priorty: Extra inputs"),
+        ({"todos": todos("x")}, "todos: Input should be a valid array"),
+    ],
+    ids=["unknown-status", "unknown-priority", "no-content", "misspelt-field", "object-not-array"],
+)
+async def test_a_write_with_an_invalid_todo_is_a_bad_request_and_changes_nothing(
+    http: httpx.AsyncClient, client: TodoClient, body: Any, expected_message: str
+) -> None:
+    await create(http, "ses_a")
+    await http.put("/session/ses_a/todo", json=todos("keep me"))
+
+    response = await http.put("/session/ses_a/todo", json=body)
+
+    assert response.status_code == 400
+    error = response.json()
+    assert error["name"] == "BadRequest"
+    assert expected_message in error["data"]["message"]
+    assert [t.content for t in (await client.get_todos("ses_a")).todos] == ["keep me"]
+
+
+async def test_a_write_whose_body_is_not_json_is_a_bad_request(http: httpx.AsyncClient) -> None:
+    await create(http, "ses_a")
+
+    response = await http.put("/session/ses_a/todo", content=b"[{not json")
+
+    assert response.status_code == 400
+    assert response.json()["name"] == "BadRequest"
+    assert "Invalid JSON" in response.json()["data"]["message"]
+
+
+async def test_a_write_the_service_rejects_names_every_violation_and_changes_nothing(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await create(http, "ses_a")
+    await http.put("/session/ses_a/todo", json=todos("keep me"))
+    duplicate = {"id": "same", "content": "a", "status": "pending", "priority": "low"}
+
+    response = await http.put("/session/ses_a/todo", json=[duplicate, duplicate, *todos("   ")])
+
+    assert response.status_code == 400
+    message = response.json()["data"]["message"]
+    assert "todos[1].id" in message and "todos[2].content" in message, message
+    assert [t.content for t in (await client.get_todos("ses_a")).todos] == ["keep me"]
+
+
+async def test_writing_to_an_unknown_session_is_not_found(http: httpx.AsyncClient) -> None:
+    response = await http.put("/session/ses_nobody/todo", json=todos("x"))
+
+    assert response.status_code == 404
+    assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
+
+
+async def test_creating_a_session_answers_it_with_its_parent(http: httpx.AsyncClient, client: TodoClient) -> None:
+    await create(http, "ses_parent")
+
+    response = await http.post("/session", json={"id": "ses_child", "parentID": "ses_parent", "title": "ignored"})
+
+    assert response.status_code == 200
+    assert response.json() == {"id": "ses_child", "parentID": "ses_parent"}
+    assert {s.session_id: s.parent_id for s in await client.list_sessions()} == {
+        "ses_child": "ses_parent",
+        "ses_parent": "",
+    }
+
+
+async def test_creating_a_session_without_a_body_generates_its_id(http: httpx.AsyncClient, client: TodoClient) -> None:
+    response = await http.post("/session")
+
+    assert response.status_code == 200
+    session_id = response.json()["id"]
+    assert "parentID" not in response.json()
+    assert [s.session_id for s in await client.list_sessions()] == [session_id]
+
+
+async def test_creating_a_child_of_an_unknown_parent_is_not_found(http: httpx.AsyncClient) -> None:
+    response = await http.post("/session", json={"id": "ses_child", "parentID": "ses_nobody"})
+
+    assert response.status_code == 404
+    assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected_message"),
+    [({"id": "has space"}, "session_id: may only contain"), ({"id": 7}, "body.id: Input should be a valid string")],
+    ids=["malformed-id", "id-not-a-string"],
+)
+async def test_creating_a_session_with_a_bad_id_is_a_bad_request(
+    http: httpx.AsyncClient, client: TodoClient, body: dict[str, Any], expected_message: str
+) -> None:
+    response = await http.post("/session", json=body)
+
+    assert response.status_code == 400
+    assert response.json()["name"] == "BadRequest"
+    assert expected_message in response.json()["data"]["message"]
+    assert await client.list_sessions() == []
+
+
+async def test_deleting_a_session_answers_true_and_removes_it_with_its_children(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await create(http, "ses_parent")
+    await create(http, "ses_child", parent_id="ses_parent")
+    await http.put("/session/ses_parent/todo", json=todos("x"))
+
+    response = await http.delete("/session/ses_parent")
+
+    assert response.status_code == 200
+    assert response.content == b"true"
+    assert await client.list_sessions() == []
+    assert (await http.get("/session/ses_parent/todo")).status_code == 404
+
+
+async def test_deleting_an_unknown_session_is_not_found(http: httpx.AsyncClient) -> None:
+    response = await http.delete("/session/ses_nobody")
+
+    assert response.status_code == 404
+    assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
+
+
+async def test_opencodes_directory_and_workspace_parameters_and_headers_are_ignored(http: httpx.AsyncClient) -> None:
+    await create(http, "ses_a")
+    params = {"directory": "/home/me/project", "workspace": "wrk_1"}
+    headers = {"x-opencode-directory": "%2Fhome%2Fme%2Fproject", "x-opencode-workspace": "wrk_1"}
+
+    written = await http.put("/session/ses_a/todo", json=todos("x"), params=params, headers=headers)
+    read = await http.get("/session/ses_a/todo", params=params, headers=headers)
+
+    assert written.status_code == read.status_code == 200
+    assert [t["content"] for t in read.json()] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "name"),
+    [
+        ("GET", "/nowhere", 404, "NotFoundError"),
+        ("GET", "/session/ses_a/todo/extra", 404, "NotFoundError"),
+        ("POST", "/session/ses_a/todo", 405, "MethodNotAllowed"),
+        ("PATCH", "/session/ses_a", 405, "MethodNotAllowed"),
+    ],
+)
+async def test_unknown_routes_and_methods_answer_json_never_html(
+    http: httpx.AsyncClient, method: str, path: str, status: int, name: str
+) -> None:
+    response = await http.request(method, path)
+
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["name"] == name
+
+
+async def test_a_session_created_through_grpc_is_readable_through_the_gateway(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await client.create_session("ses_grpc")
+    await client.add_todo("ses_grpc", Todo(content="from grpc"))
+
+    response = await http.get("/session/ses_grpc/todo")
+
+    assert [t["content"] for t in response.json()] == ["from grpc"]
+
+
+async def test_the_gateway_answers_503_while_the_service_is_down(
+    launch_sidecar: Callable[..., Awaitable[RunningSidecar]],
+) -> None:
+    with ServerProcess("--store", "memory://") as service:
+        sidecar = await launch_sidecar(service.address)
+        async with httpx.AsyncClient(base_url=sidecar.url, timeout=30.0) as http:
+            await create(http, "ses_a")
+            service.kill()
+
+            response = await http.get("/session/ses_a/todo")
+
+    assert response.status_code == 503
+    assert response.json()["name"] == "ServiceUnavailableError"
