@@ -8,6 +8,7 @@
 """
 
 from sessiontodo_acp._session_jobs import Backoff
+from sessiontodo_acp.connect import connect
 from sessiontodo_acp.conversions import (
     CANCELLED_PREFIX,
     META_TODO_ID,
@@ -35,6 +36,7 @@ __all__ = [
     "PlanReading",
     "PlanSink",
     "ProxySettings",
+    "connect",
     "keep_known_ids",
     "plan_entry_from_todo",
     "plan_notification",

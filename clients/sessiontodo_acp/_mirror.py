@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sessiontodo_acp._session_jobs import DEFAULT_BACKOFF, Backoff, SessionJobs
 from sessiontodo_acp.conversions import keep_known_ids, plan_notification, read_plan_entries, same_plan
@@ -40,10 +40,18 @@ _OPENED_BY_PARAMS = frozenset({SESSION_LOAD, SESSION_RESUME})
 _TRACKED_REQUESTS = _OPENED_BY_RESULT | _OPENED_BY_PARAMS | {SESSION_CLOSE}
 
 
+class ByteWriter(Protocol):
+    """Where bytes go: an ``asyncio.StreamWriter`` or anything with its ``write`` and ``drain``."""
+
+    def write(self, data: bytes) -> object: ...
+
+    async def drain(self) -> None: ...
+
+
 class EditorOutput:
     """The editor's side of the proxy (its stdout): forwarded lines and the proxy's own messages, never interleaved."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: ByteWriter) -> None:
         self._writer = writer
         self._lock = asyncio.Lock()
 

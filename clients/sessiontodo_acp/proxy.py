@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import signal
+import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import grpc
-
-from sessiontodo_acp._mirror import EditorOutput, PlanMirror
+from sessiontodo_acp._mirror import ByteWriter, EditorOutput, PlanMirror
+from sessiontodo_acp.connect import connect
 from sessiontodo_acp.settings import ProxySettings
 from sessiontodo_client import TodoClient
 
@@ -62,7 +63,7 @@ class AcpPlanProxy:
         self,
         agent: asyncio.subprocess.Process,
         editor_input: asyncio.StreamReader,
-        editor_output: asyncio.StreamWriter,
+        editor_output: ByteWriter,
         todos: TodoClient,
         settings: ProxySettings,
     ) -> None:
@@ -192,29 +193,56 @@ def parse_arguments(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     return overrides, command
 
 
-def _channel(settings: ProxySettings) -> grpc.aio.Channel:
-    """A channel that reconnects promptly after an outage (gRPC's default backoff grows to 120 s)."""
-    backoff_ms = int(settings.retry_initial * 1000)
-    return grpc.aio.insecure_channel(
-        settings.address,
-        options=[
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.initial_reconnect_backoff_ms", backoff_ms),
-            ("grpc.min_reconnect_backoff_ms", backoff_ms),
-            ("grpc.max_reconnect_backoff_ms", int(settings.retry_max * 1000)),
-        ],
-    )
+class _FileWriter:
+    """Writes to a regular file (``> out.ndjson``), which never blocks for long, so plain writes do."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    async def drain(self) -> None:
+        return None
 
 
-async def _stdio(protocol_output_fd: int, limit: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _feed_from_file(fd: int, reader: asyncio.StreamReader) -> None:
+    """Feed a regular file (``< requests.ndjson``) to ``reader``: event-loop pipes refuse regular files."""
+    while chunk := await asyncio.to_thread(os.read, fd, 1 << 16):
+        reader.feed_data(chunk)
+    reader.feed_eof()
+
+
+def _is_regular_file(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+@contextlib.asynccontextmanager
+async def editor_stdio(protocol_output_fd: int, limit: int) -> AsyncIterator[tuple[asyncio.StreamReader, ByteWriter]]:
+    """The editor's ends: stdin as a reader, the protocol output as a writer (pipes, sockets, ttys or files)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(protocol_output_fd, "wb", buffering=0)
-    )
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+    feeder: asyncio.Task[None] | None = None
+    if _is_regular_file(sys.stdin.fileno()):
+        feeder = asyncio.create_task(_feed_from_file(sys.stdin.fileno(), reader))
+    else:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    writer: ByteWriter
+    if _is_regular_file(protocol_output_fd):
+        writer = _FileWriter(protocol_output_fd)
+    else:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(protocol_output_fd, "wb", buffering=0)
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        yield reader, writer
+    finally:
+        if feeder is not None:
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
 
 
 async def serve(settings: ProxySettings, command: list[str], protocol_output_fd: int) -> int:
@@ -231,14 +259,10 @@ async def serve(settings: ProxySettings, command: list[str], protocol_output_fd:
     except OSError as error:
         log.error("cannot start the agent %r: %s", command[0], error)
         return 127
-    try:
-        editor_input, editor_output = await _stdio(protocol_output_fd, settings.max_line_bytes)
-    except (OSError, ValueError) as error:
-        log.error("stdin and stdout must be pipes or sockets: %s", error)
-        os.killpg(agent.pid, signal.SIGKILL)
-        await agent.wait()
-        return 2
-    async with TodoClient(_channel(settings)) as todos:
+    async with (
+        editor_stdio(protocol_output_fd, settings.max_line_bytes) as (editor_input, editor_output),
+        connect(settings.address, settings.backoff()) as todos,
+    ):
         proxy = AcpPlanProxy(agent, editor_input, editor_output, todos, settings)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -16,9 +16,8 @@ import json
 import logging
 import sys
 import uuid
-from typing import Any
+from typing import Any, cast
 
-import acp
 from acp.schema import (
     AgentCapabilities,
     AgentPlanUpdate,
@@ -32,6 +31,8 @@ from acp.schema import (
     SessionCloseCapabilities,
 )
 from pydantic import ValidationError
+
+import acp
 
 log = logging.getLogger("plan_agent")
 
@@ -97,14 +98,17 @@ class PlanAgent:
         self._last_plans[session_id] = entries
         typed = _typed_entries(entries)
         if typed is not None:
-            await self._conn.session_update(session_id=session_id, update=AgentPlanUpdate(session_update="plan", entries=typed))
+            await self._conn.session_update(
+                session_id=session_id, update=AgentPlanUpdate(session_update="plan", entries=typed)
+            )
         else:
-            update = {"sessionUpdate": "plan", "entries": entries}
-            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": update})
+            raw = {"sessionUpdate": "plan", "entries": entries}
+            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": raw})
 
 
 async def main() -> None:
-    await acp.run_agent(PlanAgent(), use_unstable_protocol=True)
+    # A plain class on purpose (see PlanAgent), so it is not an ``acp.Agent`` to the type checker.
+    await acp.run_agent(cast(acp.Agent, PlanAgent()), use_unstable_protocol=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,296 @@
+"""The stdio proxy between a real SDK editor and the SDK test agent, against a real sessiontodo server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from sessiontodo_client import NotFound, Todo, TodoClient, TodoPriority, TodoStatus
+from support import eventually, free_port
+
+
+def entry(content: str, status: str = "pending", priority: str = "medium", **meta: Any) -> dict[str, Any]:
+    value: dict[str, Any] = {"content": content, "status": status, "priority": priority}
+    if meta:
+        value["_meta"] = meta
+    return value
+
+
+async def stored(client: TodoClient, session_id: str) -> list[tuple[str, TodoStatus, TodoPriority]]:
+    return [(t.content, t.status, t.priority) for t in (await client.get_todos(session_id)).todos]
+
+
+async def test_a_plan_the_agent_sends_reaches_the_editor_and_sessiontodo(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("Analyze", "in_progress", "high"), entry("Write tests")])
+
+        assert proxied.editor.contents(session_id) == [["Analyze", "Write tests"]]
+        expected = [
+            ("Analyze", TodoStatus.IN_PROGRESS, TodoPriority.HIGH),
+            ("Write tests", TodoStatus.PENDING, TodoPriority.MEDIUM),
+        ]
+        await eventually(lambda: _stored_equals(client, session_id, expected))
+
+
+async def _stored_equals(client: TodoClient, session_id: str, expected: list[Any]) -> bool:
+    try:
+        return await stored(client, session_id) == expected
+    except NotFound:
+        return False
+
+
+async def test_a_new_acp_session_becomes_a_sessiontodo_session(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await eventually(lambda: _exists(client, session_id))
+
+
+async def _exists(client: TodoClient, session_id: str) -> bool:
+    return session_id in {session.session_id for session in await client.list_sessions()}
+
+
+async def test_a_change_by_another_client_reaches_the_editor_as_a_plan_update(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await eventually(lambda: _exists(client, session_id))
+
+        await client.replace_todos(session_id, [Todo(id="g-1", content="from gRPC", priority=TodoPriority.LOW)])
+
+        await eventually(lambda: proxied.editor.plans[session_id] != [])
+        assert proxied.editor.plans[session_id] == [
+            [{"content": "from gRPC", "status": "pending", "priority": "low", "_meta": {"todoId": "g-1"}}]
+        ]
+
+
+async def test_the_agents_own_plans_are_never_echoed_back_to_the_editor(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("one")], [entry("one", "completed"), entry("two")])
+        await eventually(
+            lambda: _stored_equals(
+                client,
+                session_id,
+                [("one", TodoStatus.COMPLETED, TodoPriority.MEDIUM), ("two", TodoStatus.PENDING, TodoPriority.MEDIUM)],
+            )
+        )
+
+        # A later change by someone else comes after any echo on the watch: once it has
+        # arrived, an echo would have arrived before it.
+        await client.add_todo(session_id, Todo(content="three"))
+        await eventually(lambda: len(proxied.editor.plans[session_id]) == 3)
+
+        assert proxied.editor.contents(session_id) == [["one"], ["one", "two"], ["one", "two", "three"]]
+
+
+async def test_a_cancelled_todo_survives_a_round_trip_through_the_editor_and_the_agent(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await eventually(lambda: _exists(client, session_id))
+        await client.replace_todos(session_id, [Todo(id="c-1", content="Old idea", status=TodoStatus.CANCELLED)])
+        await eventually(lambda: proxied.editor.plans[session_id] != [])
+        shown = proxied.editor.plans[session_id][-1]
+        assert shown == [
+            {
+                "content": "[cancelled] Old idea",
+                "status": "completed",
+                "priority": "medium",
+                "_meta": {"todoId": "c-1", "todoStatus": "cancelled"},
+            }
+        ]
+
+        # The agent sends back what it was shown, plus a new entry.
+        await proxied.send_plans(session_id, [*shown, entry("New idea")])
+
+        async def round_tripped() -> bool:
+            todos = (await client.get_todos(session_id)).todos
+            return [t.content for t in todos] == ["Old idea", "New idea"]
+
+        await eventually(round_tripped)
+        first = (await client.get_todos(session_id)).todos[0]
+        assert (first.id, first.status) == ("c-1", TodoStatus.CANCELLED)
+
+
+async def test_values_outside_acps_sets_are_stored_mapped_and_the_proxy_carries_on(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        odd = [
+            entry("a", "blocked", "urgent"),
+            entry("b", "cancelled", "high"),
+            {"status": "pending", "priority": "low"},
+            "not an entry",
+        ]
+        await proxied.send_plans(session_id, odd)
+        await eventually(
+            lambda: _stored_equals(
+                client,
+                session_id,
+                [("a", TodoStatus.PENDING, TodoPriority.MEDIUM), ("b", TodoStatus.CANCELLED, TodoPriority.HIGH)],
+            )
+        )
+
+        await proxied.send_plans(session_id, [entry("fine")])
+        await eventually(
+            lambda: _stored_equals(client, session_id, [("fine", TodoStatus.PENDING, TodoPriority.MEDIUM)])
+        )
+
+
+async def test_loading_a_session_resends_its_current_plan(server, client, open_editor) -> None:
+    async with open_editor(server.address) as first:
+        session_id = await first.new_session()
+        await first.send_plans(session_id, [entry("kept across editors")])
+        await eventually(
+            lambda: _stored_equals(
+                client, session_id, [("kept across editors", TodoStatus.PENDING, TodoPriority.MEDIUM)]
+            )
+        )
+
+    async with open_editor(server.address) as second:
+        await second.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+        await eventually(lambda: second.editor.plans[session_id] != [])
+        assert second.editor.contents(session_id) == [["kept across editors"]]
+
+
+async def test_closing_a_session_removes_it_from_sessiontodo(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("soon gone")])
+        await eventually(lambda: _exists(client, session_id))
+
+        await proxied.conn.close_session(session_id=session_id)
+
+        await eventually(lambda: _gone(client, session_id))
+
+
+async def _gone(client: TodoClient, session_id: str) -> bool:
+    return not await _exists(client, session_id)
+
+
+async def test_plans_reach_the_editor_while_sessiontodo_is_down_and_are_stored_once_it_is_back(
+    start, open_editor
+) -> None:
+    port = free_port()
+    fast_retries = {"SESSIONTODO_ACP_RETRY_INITIAL": "0.1", "SESSIONTODO_ACP_RETRY_MAX": "0.5"}
+    async with open_editor(f"127.0.0.1:{port}", **fast_retries) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("draft")], [entry("final")])
+        assert proxied.editor.contents(session_id) == [["draft"], ["final"]]
+
+        running = await start(port=port)
+        async with TodoClient.connect(running.address) as client:
+            await eventually(
+                lambda: _stored_equals(client, session_id, [("final", TodoStatus.PENDING, TodoPriority.MEDIUM)]),
+                timeout=20,
+            )
+
+
+async def test_unknown_methods_reach_the_agent_and_their_answers_reach_the_editor(server, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        answer = await proxied.conn.ext_method("sessiontodo_test/echo", {"nested": {"x": [1, "ü"]}})
+        assert answer == {"method": "sessiontodo_test/echo", "params": {"nested": {"x": [1, "ü"]}}}
+
+
+async def test_every_byte_passes_through_unchanged_and_nothing_else_reaches_stdout(raw_proxy) -> None:
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"method":"x/unknown","params":{"a":  1,"\xc3\xbc":"\xc3\xa9"},"extra":true}\n',
+        b'{ "jsonrpc" : "2.0", "method" : "session/update", "params" : {"sessionId":"s-1","update":'
+        b'{"sessionUpdate":"plan","entries":[{"content":"c","status":"pending","priority":"low","x":1}]}} }\n',
+        b"not json at all\n",
+        b"\n",
+        b'{"jsonrpc":"2.0","id":"r","result":null}',
+    ]
+    data = b"".join(lines)
+    code, stdout = await raw_proxy(["cat"], data, SESSIONTODO_ACP_LOG_LEVEL="DEBUG")
+    assert code == 0
+    assert stdout == data
+
+
+async def test_a_line_longer_than_the_observed_limit_is_forwarded_unchanged(raw_proxy) -> None:
+    big = json.dumps({"jsonrpc": "2.0", "method": "x/big", "params": {"blob": "y" * 300_000}}).encode() + b"\n"
+    data = big + b'{"jsonrpc":"2.0","method":"x/after"}\n'
+    code, stdout = await raw_proxy(["cat"], data, SESSIONTODO_ACP_MAX_LINE_BYTES="4096")
+    assert code == 0
+    assert stdout == data
+
+
+async def test_the_proxy_exits_with_the_agents_exit_code(raw_proxy) -> None:
+    code, stdout = await raw_proxy([sys.executable, "-c", "import sys; sys.exit(7)"], b"")
+    assert (code, stdout) == (7, b"")
+
+
+async def test_a_missing_agent_command_exits_with_127(raw_proxy) -> None:
+    code, _ = await raw_proxy(["/nonexistent/agent"], b"")
+    assert code == 127
+
+
+async def test_an_agent_that_ignores_the_end_of_its_input_is_stopped_and_nothing_is_left_running(
+    raw_proxy, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "agent.pid"
+    stubborn = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
+    code, _ = await raw_proxy(
+        [sys.executable, "-c", stubborn, str(pid_file)], b"", SESSIONTODO_ACP_AGENT_EXIT_TIMEOUT="0.5"
+    )
+    assert code == 128 + 15  # SIGTERM
+    assert not _alive(int(pid_file.read_text()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a_signal_to_the_proxy_stops_the_agent_and_the_proxy_reports_it(tmp_path: Path) -> None:
+    pid_file = tmp_path / "agent.pid"
+    waiting = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sessiontodo_acp",
+        "--",
+        sys.executable,
+        "-c",
+        waiting,
+        str(pid_file),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "127.0.0.1:1"},
+    )
+    try:
+        await eventually(lambda: pid_file.exists() and pid_file.read_text() != "", timeout=20)
+        process.terminate()
+        code = await asyncio.wait_for(process.wait(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 128 + 15
+    assert not _alive(int(pid_file.read_text()))
+
+
+def test_the_command_line_needs_an_agent_command(capsys) -> None:
+    from sessiontodo_acp.proxy import parse_arguments
+
+    try:
+        parse_arguments(["--address", "h:1"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    else:
+        raise AssertionError("expected a usage error")
+    assert "give the agent command after --" in capsys.readouterr().err
+
+
+def test_flags_and_the_agent_command_are_split_at_the_double_dash() -> None:
+    from sessiontodo_acp.proxy import parse_arguments
+
+    overrides, command = parse_arguments(["--address", "h:1", "--", "agent", "--address", "x"])
+    assert (overrides, command) == ({"address": "h:1"}, ["agent", "--address", "x"])
