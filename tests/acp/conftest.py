@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from acp.schema import (
@@ -87,7 +87,7 @@ def open_editor() -> Callable[..., AbstractAsyncContextManager[ProxiedEditor]]:
         )
         assert process.stdin is not None and process.stdout is not None
         editor = RecordingEditor()
-        conn = acp.connect_to_agent(editor, process.stdin, process.stdout)
+        conn = acp.connect_to_agent(cast(acp.Client, editor), process.stdin, process.stdout)
         try:
             await asyncio.wait_for(conn.initialize(protocol_version=acp.PROTOCOL_VERSION), 30)
             yield ProxiedEditor(conn, editor, process)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from acp.core import AgentSideConnection
@@ -137,9 +137,9 @@ async def connected(agent_address: str, editor_todos_client: TodoClient) -> Asyn
         PlanSink(editor_todos, Backoff(0.05, 0.5)) as sink,
     ):
         agent = PublishingAgent(agent_todos)
-        agent_conn = AgentSideConnection(agent, agent_writer, agent_reader, use_unstable_protocol=True)
+        agent_conn = AgentSideConnection(cast(acp.Agent, agent), agent_writer, agent_reader, use_unstable_protocol=True)
         editor = StoringEditor(sink)
-        conn = acp.connect_to_agent(editor, editor_writer, editor_reader)
+        conn = acp.connect_to_agent(cast(acp.Client, editor), editor_writer, editor_reader)
         try:
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
             yield Pair(agent, editor, conn, agent_todos, editor_todos)
