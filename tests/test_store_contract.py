@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from redis_support import RedisServer
 
 from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
+from sessiontodo_server.stores.redis import RedisStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
 from sessiontodo_server.todos import Change, ChangeKind, Todo
 
 HISTORY = 4
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
-    engines = {
-        "memory": lambda: MemoryStore(HISTORY),
-        "sqlite": lambda: open_sqlite_store(tmp_path / "todos.db", HISTORY),
-    }
-    store = engines[request.param]()
-    await store.open()
-    yield store
-    await store.close()
+    with ExitStack() as servers:
+        engines: dict[str, Callable[[], TodoStore]] = {
+            "memory": lambda: MemoryStore(HISTORY),
+            "sqlite": lambda: open_sqlite_store(tmp_path / "todos.db", HISTORY),
+            "redis": lambda: RedisStore(servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY),
+        }
+        store = engines[request.param]()
+        await store.open()
+        yield store
+        await store.close()
 
 
 def _todos(*contents: str) -> tuple[Todo, ...]:

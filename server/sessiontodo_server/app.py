@@ -6,6 +6,7 @@ what production runs.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 def open_store(url: str, history_limit: int) -> TodoStore:
-    """A store for a URL: ``memory://``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db``."""
+    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
+    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis."""
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         return MemoryStore(history_limit)
@@ -38,7 +40,11 @@ def open_store(url: str, history_limit: int) -> TodoStore:
                 f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
             )
         return open_sqlite_store(Path(path), history_limit)
-    raise ValueError(f"unsupported store URL {url!r}: use memory:// or sqlite:///path.db")
+    if scheme in ("redis", "rediss"):
+        from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
+
+        return RedisStore(url, history_limit)
+    raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or redis://host:port/db")
 
 
 def _server_options(settings: Settings) -> list[tuple[str, int]]:
@@ -78,6 +84,12 @@ class RunningServer:
         log.info("server stopped")
 
 
+async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
+    status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+    for service in ("", SERVICE_NAME):
+        await health_servicer.set(service, status)
+
+
 async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
     store = store if store is not None else open_store(settings.store, settings.history_limit)
     await store.open()
@@ -92,7 +104,9 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     await server.start()
-    for service in ("", SERVICE_NAME):
-        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    # A store shared with other replicas reports whether it is reachable; health follows it.
+    if (watch_availability := getattr(store, "on_availability_change", None)) is not None:
+        watch_availability(functools.partial(_set_health, health_servicer))
+    await _set_health(health_servicer, True)
     log.info("serving on %s:%d with store %s", settings.host, port, settings.store)
     return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace)
