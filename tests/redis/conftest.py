@@ -20,7 +20,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-async def open_store(redis_server: RedisServer) -> AsyncIterator[Callable[..., Awaitable[RedisStore]]]:
+async def open_replica(redis_server: RedisServer) -> AsyncIterator[Callable[..., Awaitable[RedisStore]]]:
     """Open Redis stores on the test's server (each one stands for a replica); all closed after the test."""
     opened: list[RedisStore] = []
 
