@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+from support import ROOT
 
 
 class EventFeed:
@@ -22,24 +27,28 @@ class EventFeed:
     async def next_event(self, timeout: float = 5.0) -> dict[str, Any]:
         """The next envelope, heartbeats included."""
         async with asyncio.timeout(timeout):
-            while b"\n\n" not in self._buffer:
-                chunk = await anext(self._chunks)
-                self.raw += chunk
-                self._buffer += chunk
+            return await self._next_envelope()
+
+    async def next_update(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next ``todo.updated``'s properties, skipping heartbeats."""
+        async with asyncio.timeout(timeout):
+            while True:
+                envelope = await self._next_envelope()
+                if envelope["type"] == "todo.updated":
+                    properties: dict[str, Any] = envelope["properties"]
+                    return properties
+                assert envelope["type"] == "server.heartbeat", envelope
+
+    async def _next_envelope(self) -> dict[str, Any]:
+        while b"\n\n" not in self._buffer:
+            chunk = await anext(self._chunks)
+            self.raw += chunk
+            self._buffer += chunk
         frame, self._buffer = self._buffer.split(b"\n\n", 1)
         assert b"\r" not in frame, frame
         assert frame.startswith(b"data: ") and b"\n" not in frame, frame
         envelope: dict[str, Any] = json.loads(frame.removeprefix(b"data: "))
         return envelope
-
-    async def next_update(self, timeout: float = 5.0) -> dict[str, Any]:
-        """The next ``todo.updated``'s properties, skipping heartbeats."""
-        while True:
-            envelope = await self.next_event(timeout)
-            if envelope["type"] == "todo.updated":
-                properties: dict[str, Any] = envelope["properties"]
-                return properties
-            assert envelope["type"] == "server.heartbeat", envelope
 
     async def updates(self, count: int, timeout: float = 10.0) -> list[tuple[str, list[str]]]:
         """The next ``count`` updates as ``(sessionID, [content…])``."""
@@ -56,3 +65,33 @@ def contents(properties: dict[str, Any]) -> tuple[str, list[str]]:
 def todos(*texts: str, status: str = "pending", priority: str = "medium") -> list[dict[str, str]]:
     """A request body for ``PUT /session/{id}/todo``."""
     return [{"content": text, "status": status, "priority": priority} for text in texts]
+
+
+NODE_TIMEOUT = 120.0
+
+
+async def run_node_suite(suite: Path, env: dict[str, str]) -> tuple[int, str]:
+    """``node --test suite`` with ``env`` added: its exit code and its combined output."""
+    node = shutil.which("node")
+    assert node, "node must be on PATH"
+    assert (ROOT / "node_modules" / "@opencode-ai" / "sdk").is_dir(), "run `npm ci` (make test does)"
+    process = await asyncio.create_subprocess_exec(
+        node,
+        "--test",
+        "--test-force-exit",
+        "--test-timeout=60000",
+        "--test-reporter=tap",
+        str(suite),
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), NODE_TIMEOUT)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, output.decode()

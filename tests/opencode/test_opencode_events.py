@@ -1,0 +1,207 @@
+"""The sidecar's ``GET /event`` stream: framing, heartbeats, per-session events and filters."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from opencode_support import EventFeed, contents, todos
+from sessiontodo_client import Todo, TodoClient
+
+OpenFeed = Callable[..., Awaitable[EventFeed]]
+
+
+async def create(http: httpx.AsyncClient, session_id: str, parent_id: str | None = None) -> None:
+    body: dict[str, str] = {"id": session_id} | ({"parentID": parent_id} if parent_id else {})
+    assert (await http.post("/session", json=body)).status_code == 200
+
+
+async def put(http: httpx.AsyncClient, session_id: str, *texts: str) -> None:
+    response = await http.put(f"/session/{session_id}/todo", json=todos(*texts))
+    assert response.status_code == 200, response.text
+
+
+async def test_the_stream_is_server_sent_events_in_lf_only_data_frames(http: httpx.AsyncClient) -> None:
+    async with http.stream("GET", "/event") as response:
+        feed = EventFeed(response)
+        first = await feed.next_event()
+        await feed.next_event()  # a heartbeat
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    assert response.headers["cache-control"] == "no-cache, no-transform"
+    assert response.headers["x-accel-buffering"] == "no"
+    assert first["type"] == "server.connected" and first["properties"] == {}
+    assert re.fullmatch(rb"(data: \{[^\r\n]*\}\n\n)+", feed.raw), feed.raw
+
+
+async def test_every_envelope_carries_a_distinct_evt_id(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
+    await create(http, "ses_a")
+    feed = await open_feed()
+    await feed.next_update()
+    await put(http, "ses_a", "x")
+
+    envelopes = [await feed.next_event() for _ in range(3)]
+
+    ids = [envelope["id"] for envelope in envelopes]
+    assert all(re.fullmatch(r"evt_[0-9a-z_]+", id_) for id_ in ids), ids
+    assert len(set(ids)) == len(ids)
+
+
+async def test_a_quiet_stream_sends_heartbeats(open_feed: OpenFeed) -> None:
+    feed = await open_feed()
+
+    envelopes = [await feed.next_event() for _ in range(2)]
+
+    assert [e["type"] for e in envelopes] == ["server.heartbeat", "server.heartbeat"]
+    assert all(e["properties"] == {} for e in envelopes)
+
+
+async def test_a_stream_starts_with_the_current_list_of_every_known_session(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    await create(http, "ses_a")
+    await create(http, "ses_b")
+    await put(http, "ses_a", "a1", "a2")
+
+    feed = await open_feed()
+
+    assert sorted(await feed.updates(2)) == [("ses_a", ["a1", "a2"]), ("ses_b", [])]
+
+
+async def test_a_write_reaches_subscribers_as_the_full_list_in_opencodes_shape(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    await create(http, "ses_a")
+    feed = await open_feed()
+    await feed.next_update()
+    body = [{"id": "t1", "content": "plan", "status": "in_progress", "priority": "high"}, *todos("ship")]
+
+    await http.put("/session/ses_a/todo", json=body)
+
+    update = await feed.next_update()
+    assert update["sessionID"] == "ses_a"
+    assert update["todos"][0] == {"id": "t1", "content": "plan", "status": "in_progress", "priority": "high"}
+    assert update["todos"][1]["content"] == "ship" and update["todos"][1]["id"]
+
+
+async def test_a_session_filter_limits_the_stream_to_that_session(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
+    await create(http, "ses_a")
+    await create(http, "ses_b")
+    feed = await open_feed(sessionID="ses_a")
+    assert contents(await feed.next_update()) == ("ses_a", [])
+
+    await put(http, "ses_b", "b1")
+    await put(http, "ses_a", "a1")
+    await put(http, "ses_b", "b2")
+    await put(http, "ses_a", "a2")
+
+    assert await feed.updates(2) == [("ses_a", ["a1"]), ("ses_a", ["a2"])]
+
+
+async def test_a_filter_naming_an_unknown_session_is_not_found(http: httpx.AsyncClient) -> None:
+    response = await http.get("/event", params={"sessionID": "ses_nobody"})
+
+    assert response.status_code == 404
+    assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
+
+
+async def test_an_empty_session_filter_is_a_bad_request(http: httpx.AsyncClient) -> None:
+    response = await http.get("/event", params={"sessionID": ""})
+
+    assert response.status_code == 400
+    assert response.json()["name"] == "BadRequest"
+
+
+async def test_concurrent_writers_on_two_sessions_never_cross_events(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
+    await create(http, "ses_a")
+    await create(http, "ses_b")
+    feed = await open_feed()
+    await feed.updates(2)
+    rounds = 15
+
+    async def write(session_id: str) -> None:
+        for n in range(rounds):
+            await put(http, session_id, *(f"{session_id}-{k}" for k in range(n + 1)))
+
+    await asyncio.gather(write("ses_a"), write("ses_b"))
+    updates = await feed.updates(2 * rounds)
+
+    for session_id in ("ses_a", "ses_b"):
+        lists = [texts for sid, texts in updates if sid == session_id]
+        assert lists == [[f"{session_id}-{k}" for k in range(n + 1)] for n in range(rounds)]
+
+
+async def test_deleting_a_session_sends_an_empty_list_for_it_and_its_children(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    await create(http, "ses_parent")
+    await create(http, "ses_child", parent_id="ses_parent")
+    await create(http, "ses_other")
+    await put(http, "ses_parent", "p")
+    await put(http, "ses_child", "c")
+    feed = await open_feed()
+    await feed.updates(3)
+
+    await http.delete("/session/ses_parent")
+    await put(http, "ses_other", "still here")
+
+    assert sorted(await feed.updates(3)) == [("ses_child", []), ("ses_other", ["still here"]), ("ses_parent", [])]
+
+
+async def test_changes_made_through_grpc_reach_subscribers_once_the_session_was_read(
+    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+) -> None:
+    await client.create_session("ses_grpc")
+    await client.create_session("ses_unread")
+    feed = await open_feed()
+    await http.get("/session/ses_grpc/todo")
+
+    await client.add_todo("ses_unread", Todo(content="nobody follows this"))
+    await client.add_todo("ses_grpc", Todo(content="from grpc"))
+
+    assert contents(await feed.next_update()) == ("ses_grpc", ["from grpc"])
+
+
+async def test_a_session_named_in_a_filter_becomes_known(client: TodoClient, open_feed: OpenFeed) -> None:
+    await client.create_session("ses_grpc")
+    feed = await open_feed(sessionID="ses_grpc")
+    assert contents(await feed.next_update()) == ("ses_grpc", [])
+
+    await client.add_todo("ses_grpc", Todo(content="from grpc"))
+
+    assert contents(await feed.next_update()) == ("ses_grpc", ["from grpc"])
+
+
+async def test_a_session_removed_through_grpc_gets_an_empty_list_and_is_forgotten(
+    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+) -> None:
+    await create(http, "ses_a")
+    await put(http, "ses_a", "x")
+    feed = await open_feed()
+    await feed.next_update()
+
+    await client.remove_session("ses_a")
+
+    assert contents(await feed.next_update()) == ("ses_a", [])
+    later = await open_feed()
+    assert (await later.next_event())["type"] == "server.heartbeat"  # no list for a forgotten session
+
+
+async def test_a_client_that_reads_then_subscribes_misses_no_change_made_in_between(
+    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+) -> None:
+    await create(http, "ses_a")
+    observer = await open_feed()
+    await observer.next_update()
+    read = await http.get("/session/ses_a/todo")
+    assert read.json() == []
+
+    await client.add_todo("ses_a", Todo(content="made in between"))
+    assert contents(await observer.next_update()) == ("ses_a", ["made in between"])  # published before subscribing
+    feed = await open_feed(sessionID="ses_a")
+
+    assert contents(await feed.next_update()) == ("ses_a", ["made in between"])

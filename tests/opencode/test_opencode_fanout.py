@@ -1,0 +1,63 @@
+"""Many ``/event`` subscribers at once, and what a disconnected one leaves behind."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from opencode_support import EventFeed, todos
+from sessiontodo_opencode import RunningSidecar
+from sessiontodo_server.app import RunningServer
+from support import eventually
+
+SUBSCRIBERS = 100
+CHANGES = 10
+SESSIONS = ("ses_a", "ses_b")
+
+
+async def test_a_hundred_subscribers_each_receive_every_change_of_the_sessions_they_follow(
+    http: httpx.AsyncClient, open_feed: Callable[..., Awaitable[EventFeed]], server: RunningServer
+) -> None:
+    for session_id in SESSIONS:
+        assert (await http.post("/session", json={"id": session_id})).status_code == 200
+    # A third follow everything, the others one session each.
+    follows: list[str | None] = [(None, *SESSIONS)[n % 3] for n in range(SUBSCRIBERS)]
+    feeds = await asyncio.gather(*(open_feed(**({"sessionID": f} if f else {})) for f in follows))
+    for feed, followed in zip(feeds, follows, strict=True):
+        await feed.updates(len(SESSIONS) if followed is None else 1)  # the current lists
+
+    async def write(session_id: str) -> None:
+        for n in range(CHANGES):
+            response = await http.put(f"/session/{session_id}/todo", json=todos(f"{session_id}-{n}"))
+            assert response.status_code == 200
+
+    await asyncio.gather(*(write(session_id) for session_id in SESSIONS))
+    received = await asyncio.gather(
+        *(feed.updates(CHANGES * (len(SESSIONS) if f is None else 1)) for feed, f in zip(feeds, follows, strict=True))
+    )
+
+    for updates, followed in zip(received, follows, strict=True):
+        for session_id in SESSIONS:
+            expected = [[f"{session_id}-{n}"] for n in range(CHANGES)] if followed in (None, session_id) else []
+            assert [texts for sid, texts in updates if sid == session_id] == expected
+    assert server.book.watcher_count == len(SESSIONS)
+
+
+async def test_a_disconnected_subscriber_leaves_nothing_behind_on_the_gateway_or_the_service(
+    http: httpx.AsyncClient, open_feed: Callable[..., Awaitable[EventFeed]], sidecar: RunningSidecar, server: RunningServer
+) -> None:
+    assert (await http.post("/session", json={"id": "ses_a"})).status_code == 200
+    watchers_before = server.book.watcher_count
+    feeds = [await open_feed(sessionID="ses_a"), await open_feed()]
+    assert sidecar.bridge.subscriber_count == 2
+
+    for feed in feeds:
+        await feed.aclose()
+
+    await eventually(lambda: sidecar.bridge.subscriber_count == 0)
+    assert server.book.watcher_count == watchers_before == 1
+    assert sidecar.bridge.watched_sessions == ["ses_a"]
+    response = await http.put("/session/ses_a/todo", json=todos("after the disconnect"))
+    assert response.status_code == 200
