@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup run test lint proto-release bench clean
+.PHONY: setup run opencode test lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -36,6 +36,12 @@ $(NODE_DEPS): package.json package-lock.json
 ## run: serve on 127.0.0.1:50051 with the embedded sqlite store (ARGS="--store memory://" to override)
 run: setup
 	$(BIN)/python -m sessiontodo_server $(ARGS)
+
+SESSIONTODO_ADDRESS ?= 127.0.0.1:50051
+
+## opencode: serve OpenCode's todo routes and /event on 127.0.0.1:4096 for the sessiontodo server at SESSIONTODO_ADDRESS (default 127.0.0.1:50051)
+opencode: setup
+	$(BIN)/python -m sessiontodo_opencode --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
 
 ## test: run the whole suite
 test: setup $(NODE_DEPS)
