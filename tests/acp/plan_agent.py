@@ -4,7 +4,8 @@ Run over stdio: ``python tests/acp/plan_agent.py``. A prompt whose text is JSON
 ``{"plans": [[entry, …], …]}`` makes it send each plan, in order, as a ``session/update``
 ``plan`` notification, then end the turn. Entries are sent exactly as given: valid ones
 through the SDK's typed ``session_update``, lists with values outside ACP's sets as raw
-JSON (the SDK would refuse to build them). It supports ``session/load`` (replaying the last
+JSON (the SDK would refuse to build them). ``session/new`` takes the session id from
+``_meta.wantedSessionId`` when given, else makes one up. It supports ``session/load`` (replaying the last
 plan it sent for the session, if it knows the session), ``session/close``, and answers any
 extension method ``_…`` with the method name and params it received.
 """
@@ -64,7 +65,8 @@ class PlanAgent:
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
-        return NewSessionResponse(session_id=f"sess-{uuid.uuid4().hex}")
+        # The SDK passes the request's ``_meta`` entries as keyword arguments.
+        return NewSessionResponse(session_id=kwargs.get("wantedSessionId") or f"sess-{uuid.uuid4().hex}")
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
         if (plan := self._last_plans.get(session_id)) is not None:

@@ -12,6 +12,13 @@ from typing import Any
 from sessiontodo_client import NotFound, Todo, TodoClient, TodoPriority, TodoStatus
 from support import eventually, free_port
 
+WAIT = 30.0
+"""Seconds to wait for an eventual outcome: proxies and agents are separate processes on a busy machine."""
+
+
+async def soon(check: Any) -> None:
+    await eventually(check, timeout=WAIT)
+
 
 def entry(content: str, status: str = "pending", priority: str = "medium", **meta: Any) -> dict[str, Any]:
     value: dict[str, Any] = {"content": content, "status": status, "priority": priority}
@@ -34,7 +41,7 @@ async def test_a_plan_the_agent_sends_reaches_the_editor_and_sessiontodo(server,
             ("Analyze", TodoStatus.IN_PROGRESS, TodoPriority.HIGH),
             ("Write tests", TodoStatus.PENDING, TodoPriority.MEDIUM),
         ]
-        await eventually(lambda: _stored_equals(client, session_id, expected))
+        await soon(lambda: _stored_equals(client, session_id, expected))
 
 
 async def _stored_equals(client: TodoClient, session_id: str, expected: list[Any]) -> bool:
@@ -47,7 +54,7 @@ async def _stored_equals(client: TodoClient, session_id: str, expected: list[Any
 async def test_a_new_acp_session_becomes_a_sessiontodo_session(server, client, open_editor) -> None:
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
-        await eventually(lambda: _exists(client, session_id))
+        await soon(lambda: _exists(client, session_id))
 
 
 async def _exists(client: TodoClient, session_id: str) -> bool:
@@ -57,11 +64,11 @@ async def _exists(client: TodoClient, session_id: str) -> bool:
 async def test_a_change_by_another_client_reaches_the_editor_as_a_plan_update(server, client, open_editor) -> None:
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
-        await eventually(lambda: _exists(client, session_id))
+        await soon(lambda: _exists(client, session_id))
 
         await client.replace_todos(session_id, [Todo(id="g-1", content="from gRPC", priority=TodoPriority.LOW)])
 
-        await eventually(lambda: proxied.editor.plans[session_id] != [])
+        await soon(lambda: proxied.editor.plans[session_id] != [])
         assert proxied.editor.plans[session_id] == [
             [{"content": "from gRPC", "status": "pending", "priority": "low", "_meta": {"todoId": "g-1"}}]
         ]
@@ -71,7 +78,7 @@ async def test_the_agents_own_plans_are_never_echoed_back_to_the_editor(server, 
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("one")], [entry("one", "completed"), entry("two")])
-        await eventually(
+        await soon(
             lambda: _stored_equals(
                 client,
                 session_id,
@@ -82,7 +89,7 @@ async def test_the_agents_own_plans_are_never_echoed_back_to_the_editor(server, 
         # A later change by someone else comes after any echo on the watch: once it has
         # arrived, an echo would have arrived before it.
         await client.add_todo(session_id, Todo(content="three"))
-        await eventually(lambda: len(proxied.editor.plans[session_id]) == 3)
+        await soon(lambda: len(proxied.editor.plans[session_id]) == 3)
 
         assert proxied.editor.contents(session_id) == [["one"], ["one", "two"], ["one", "two", "three"]]
 
@@ -92,9 +99,9 @@ async def test_a_cancelled_todo_survives_a_round_trip_through_the_editor_and_the
 ) -> None:
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
-        await eventually(lambda: _exists(client, session_id))
+        await soon(lambda: _exists(client, session_id))
         await client.replace_todos(session_id, [Todo(id="c-1", content="Old idea", status=TodoStatus.CANCELLED)])
-        await eventually(lambda: proxied.editor.plans[session_id] != [])
+        await soon(lambda: proxied.editor.plans[session_id] != [])
         shown = proxied.editor.plans[session_id][-1]
         assert shown == [
             {
@@ -112,7 +119,7 @@ async def test_a_cancelled_todo_survives_a_round_trip_through_the_editor_and_the
             todos = (await client.get_todos(session_id)).todos
             return [t.content for t in todos] == ["Old idea", "New idea"]
 
-        await eventually(round_tripped)
+        await soon(round_tripped)
         first = (await client.get_todos(session_id)).todos[0]
         assert (first.id, first.status) == ("c-1", TodoStatus.CANCELLED)
 
@@ -127,7 +134,7 @@ async def test_values_outside_acps_sets_are_stored_mapped_and_the_proxy_carries_
             "not an entry",
         ]
         await proxied.send_plans(session_id, odd)
-        await eventually(
+        await soon(
             lambda: _stored_equals(
                 client,
                 session_id,
@@ -136,16 +143,14 @@ async def test_values_outside_acps_sets_are_stored_mapped_and_the_proxy_carries_
         )
 
         await proxied.send_plans(session_id, [entry("fine")])
-        await eventually(
-            lambda: _stored_equals(client, session_id, [("fine", TodoStatus.PENDING, TodoPriority.MEDIUM)])
-        )
+        await soon(lambda: _stored_equals(client, session_id, [("fine", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
 
 
 async def test_loading_a_session_resends_its_current_plan(server, client, open_editor) -> None:
     async with open_editor(server.address) as first:
         session_id = await first.new_session()
         await first.send_plans(session_id, [entry("kept across editors")])
-        await eventually(
+        await soon(
             lambda: _stored_equals(
                 client, session_id, [("kept across editors", TodoStatus.PENDING, TodoPriority.MEDIUM)]
             )
@@ -153,19 +158,79 @@ async def test_loading_a_session_resends_its_current_plan(server, client, open_e
 
     async with open_editor(server.address) as second:
         await second.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
-        await eventually(lambda: second.editor.plans[session_id] != [])
+        await soon(lambda: second.editor.plans[session_id] != [])
         assert second.editor.contents(session_id) == [["kept across editors"]]
+
+
+async def test_reloading_an_open_session_ends_on_sessiontodos_plan_not_the_agents_replay(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("agent's plan")])
+        await soon(
+            lambda: _stored_equals(client, session_id, [("agent's plan", TodoStatus.PENDING, TodoPriority.MEDIUM)])
+        )
+        await client.replace_todos(session_id, [Todo(content="changed elsewhere")])
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["changed elsewhere"]])
+
+        await proxied.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+
+        await soon(lambda: proxied.editor.contents(session_id)[-2:] == [["agent's plan"], ["changed elsewhere"]])
+        assert await stored(client, session_id) == [("changed elsewhere", TodoStatus.PENDING, TodoPriority.MEDIUM)]
+
+
+async def test_loading_a_session_sessiontodo_lost_keeps_the_plan_the_agent_replays(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("replayed")])
+        await soon(lambda: _stored_equals(client, session_id, [("replayed", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
+        await client.remove_session(session_id)
+
+        await proxied.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+
+        await soon(lambda: _stored_equals(client, session_id, [("replayed", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
+
+
+async def test_a_session_removed_by_another_client_comes_back_with_the_agents_next_plan(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("first")])
+        await soon(lambda: _exists(client, session_id))
+        await client.remove_session(session_id)
+
+        await proxied.send_plans(session_id, [entry("second")])
+        await soon(lambda: _stored_equals(client, session_id, [("second", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
+
+        # ...and it is watched again: a change by someone else still reaches the editor.
+        await client.add_todo(session_id, Todo(content="third"))
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["second", "third"]])
+
+
+async def test_a_session_id_sessiontodo_refuses_is_forwarded_only(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        response = await proxied.conn.new_session(cwd=str(Path.cwd()), mcp_servers=[], wantedSessionId="has/slash")
+        assert response.session_id == "has/slash"
+        await proxied.send_plans("has/slash", [entry("still shown")])
+        assert proxied.editor.contents("has/slash") == [["still shown"]]
+
+        ordinary = await proxied.new_session()
+        await proxied.send_plans(ordinary, [entry("stored")])
+        await soon(lambda: _stored_equals(client, ordinary, [("stored", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
+        assert [s.session_id for s in await client.list_sessions()] == [ordinary]
 
 
 async def test_closing_a_session_removes_it_from_sessiontodo(server, client, open_editor) -> None:
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("soon gone")])
-        await eventually(lambda: _exists(client, session_id))
+        await soon(lambda: _exists(client, session_id))
 
         await proxied.conn.close_session(session_id=session_id)
 
-        await eventually(lambda: _gone(client, session_id))
+        await soon(lambda: _gone(client, session_id))
 
 
 async def _gone(client: TodoClient, session_id: str) -> bool:
@@ -184,10 +249,7 @@ async def test_plans_reach_the_editor_while_sessiontodo_is_down_and_are_stored_o
 
         running = await start(port=port)
         async with TodoClient.connect(running.address) as client:
-            await eventually(
-                lambda: _stored_equals(client, session_id, [("final", TodoStatus.PENDING, TodoPriority.MEDIUM)]),
-                timeout=20,
-            )
+            await soon(lambda: _stored_equals(client, session_id, [("final", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
 
 
 async def test_unknown_methods_reach_the_agent_and_their_answers_reach_the_editor(server, open_editor) -> None:
@@ -266,7 +328,7 @@ async def test_a_signal_to_the_proxy_stops_the_agent_and_the_proxy_reports_it(tm
         env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "127.0.0.1:1"},
     )
     try:
-        await eventually(lambda: pid_file.exists() and pid_file.read_text() != "", timeout=20)
+        await soon(lambda: pid_file.exists() and pid_file.read_text() != "")
         process.terminate()
         code = await asyncio.wait_for(process.wait(), 20)
     finally:
