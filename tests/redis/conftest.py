@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from redis_support import RedisServer
 
+from sessiontodo_client import RetryPolicy, TodoClient
 from sessiontodo_server.stores.redis import RedisStore
+from support import ServerProcess
 
 HISTORY = 8
 
@@ -33,3 +35,35 @@ async def open_replica(redis_server: RedisServer) -> AsyncIterator[Callable[...,
     yield _open
     for store in opened:
         await store.close()
+
+
+@pytest.fixture
+def start_replicas(redis_server: RedisServer) -> Iterator[Callable[..., list[ServerProcess]]]:
+    """Start server processes on the test's Redis, one after the other; all are stopped after the test."""
+    started: list[ServerProcess] = []
+
+    def _start(count: int, *flags: str) -> list[ServerProcess]:
+        replicas = [ServerProcess("--store", redis_server.url, "--shutdown-grace", "1", *flags) for _ in range(count)]
+        for replica in replicas:
+            started.append(replica)
+            replica.start()
+        return replicas
+
+    yield _start
+    for replica in started:
+        replica.stop()
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Callable[[ServerProcess], TodoClient]]:
+    """Clients of replicas that fail fast on UNAVAILABLE (one attempt); all closed after the test."""
+    clients: list[TodoClient] = []
+
+    def _connect(replica: ServerProcess) -> TodoClient:
+        client = TodoClient.connect(replica.address, retry=RetryPolicy(attempts=1))
+        clients.append(client)
+        return client
+
+    yield _connect
+    for client in clients:
+        await client.close()
