@@ -19,7 +19,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from sessiontodo_acp._mirror import ByteWriter, EditorOutput, PlanMirror
@@ -95,7 +95,11 @@ class AcpPlanProxy:
         finally:
             for task in (to_agent, to_editor):
                 task.cancel()
-            await asyncio.gather(to_agent, to_editor, return_exceptions=True)
+            for task, outcome in zip(
+                (to_agent, to_editor), await asyncio.gather(to_agent, to_editor, return_exceptions=True), strict=True
+            ):
+                if isinstance(outcome, Exception) and not isinstance(outcome, OSError):
+                    log.error("forwarding %s failed", task.get_name(), exc_info=outcome)
             if self._agent.returncode is None:
                 self.terminate_agent(signal.SIGKILL)
             await exited
@@ -105,11 +109,14 @@ class AcpPlanProxy:
         return 128 - code if code < 0 else code
 
     def terminate_agent(self, signum: int = signal.SIGTERM) -> None:
-        """Signal the agent's process group (it runs in its own session)."""
+        """Signal the agent, and its whole process group when it leads one (as ``serve`` starts it)."""
         if self._agent.returncode is not None:
             return
         try:
-            os.killpg(self._agent.pid, signum)
+            if os.getpgid(self._agent.pid) == self._agent.pid:
+                os.killpg(self._agent.pid, signum)
+            else:
+                self._agent.send_signal(signum)
         except ProcessLookupError:
             pass
 
@@ -129,6 +136,14 @@ class AcpPlanProxy:
         self.terminate_agent(signal.SIGKILL)
         await exited
 
+    @staticmethod
+    def _observe(observer: Callable[[dict[str, Any]], None], message: dict[str, Any]) -> None:
+        """Observing must never stop forwarding: a message the mirror cannot handle is logged and passed on."""
+        try:
+            observer(message)
+        except Exception:
+            log.exception("could not act on a message; forwarded it unchanged")
+
     def _close_agent_input(self) -> None:
         if not self._agent_input.is_closing():
             self._agent_input.close()
@@ -142,7 +157,7 @@ class AcpPlanProxy:
                     log.info("the editor closed its side of the connection")
                     return
                 if ends_line and (message := _parse(piece)) is not None:
-                    self._mirror.from_editor(message)
+                    self._observe(self._mirror.from_editor, message)
                 self._agent_input.write(piece)
                 await self._agent_input.drain()
         except (BrokenPipeError, ConnectionResetError):
@@ -158,7 +173,7 @@ class AcpPlanProxy:
                 return
             async with self._output.exclusive():
                 if ends_line and (message := _parse(piece)) is not None:
-                    self._mirror.from_agent(message)
+                    self._observe(self._mirror.from_agent, message)
                 elif not ends_line:
                     log.warning(
                         "a message from the agent is longer than %d bytes: forwarded unobserved",
