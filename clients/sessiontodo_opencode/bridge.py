@@ -241,7 +241,9 @@ class TodoBridge:
         if self._closed:
             raise _closed_error()
         # No await from here to registration: the current lists and the live changes meet exactly.
-        current = [w.latest for w in self._watches.values() if w.latest is not None and (session_id in (None, w.session_id))]
+        current = [
+            w.latest for w in self._watches.values() if w.latest is not None and (session_id in (None, w.session_id))
+        ]
         subscription = Subscription(session_id, self._subscriber_buffer, current)
         self._subscriptions.add(subscription)
         try:
@@ -301,7 +303,9 @@ class TodoBridge:
             else:
                 watch.error = error
         except TimeoutError:
-            watch.error = Unavailable(grpc.StatusCode.UNAVAILABLE, f"the watch of session {watch.session_id} did not start")
+            watch.error = Unavailable(
+                grpc.StatusCode.UNAVAILABLE, f"the watch of session {watch.session_id} did not start"
+            )
         except ServiceError as error:
             log.warning("watch of session %s failed: %s", watch.session_id, error)
             watch.error = error

@@ -18,7 +18,9 @@ class Settings(BaseSettings):
     port: int = Field(4096, ge=0, le=65535, description="Port to serve on (OpenCode's default); 0 picks a free one.")
     heartbeat_interval: float = Field(10.0, gt=0, description="Seconds between server.heartbeat frames on /event.")
     subscriber_buffer: int = Field(
-        1024, ge=1, description="Unread events kept per /event client before they collapse to the latest list per session."
+        1024,
+        ge=1,
+        description="Unread events kept per /event client before they collapse to the latest list per session.",
     )
     ready_timeout: float = Field(
         10.0, gt=0, description="Seconds a call waits for a session's watch to start or to deliver a write."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         lifespan="off",
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=settings.shutdown_grace,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
     )
     server = _Server(config)
     listener = socket.create_server((settings.host, settings.port))

@@ -17,7 +17,10 @@ def todo_from_service(todo: service.Todo) -> Todo:
 
 def todo_to_service(todo: Todo) -> service.Todo:
     return service.Todo(
-        id=todo.id, content=todo.content, status=service.TodoStatus(todo.status), priority=service.TodoPriority(todo.priority)
+        id=todo.id,
+        content=todo.content,
+        status=service.TodoStatus(todo.status),
+        priority=service.TodoPriority(todo.priority),
     )
 
 
@@ -27,11 +30,11 @@ def todos_from_service(todos: Iterable[service.Todo]) -> list[Todo]:
 
 def todo_updated(session_id: str, todos: Iterable[service.Todo]) -> TodoUpdated:
     """The ``todo.updated`` event carrying one session's full list."""
-    return TodoUpdated(properties=TodoUpdatedProperties(session_id=session_id, todos=todos_from_service(todos)))
+    return TodoUpdated(properties=TodoUpdatedProperties(sessionID=session_id, todos=todos_from_service(todos)))
 
 
 def session_info(session: service.Session) -> SessionInfo:
-    return SessionInfo(id=session.session_id, parent_id=session.parent_id or None)
+    return SessionInfo(id=session.session_id, parentID=session.parent_id or None)
 
 
 def describe_violations(violations: Sequence[tuple[str, str]]) -> str:

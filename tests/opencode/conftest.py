@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from opencode_support import EventFeed
+
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode import RunningSidecar, Settings, start_sidecar
 from sessiontodo_server.app import RunningServer
@@ -23,7 +23,12 @@ async def launch_sidecar(server: RunningServer) -> AsyncIterator[Callable[..., A
     started: list[tuple[RunningSidecar, TodoClient]] = []
 
     async def _launch(address: str | None = None, **overrides: Any) -> RunningSidecar:
-        values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "heartbeat_interval": TEST_HEARTBEAT, "shutdown_grace": 1.0}
+        values: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": 0,
+            "heartbeat_interval": TEST_HEARTBEAT,
+            "shutdown_grace": 1.0,
+        }
         values.update(overrides)
         client = TodoClient.connect(address or server.address)
         running = await start_sidecar(Settings(**values), client)
@@ -50,7 +55,7 @@ async def http(sidecar: RunningSidecar) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def open_feed(http: httpx.AsyncClient) -> AsyncIterator[Callable[..., Awaitable[EventFeed]]]:
-    """Open ``/event`` streams (with optional query parameters), read past ``server.connected``; closed after the test."""
+    """Open ``/event`` streams (query parameters as keywords) and read past ``server.connected``."""
     feeds: list[EventFeed] = []
 
     async def _open(**params: str) -> EventFeed:

@@ -7,8 +7,8 @@ import re
 from collections.abc import Awaitable, Callable
 
 import httpx
-
 from opencode_support import EventFeed, contents, todos
+
 from sessiontodo_client import Todo, TodoClient
 
 OpenFeed = Callable[..., Awaitable[EventFeed]]
@@ -116,7 +116,9 @@ async def test_an_empty_session_filter_is_a_bad_request(http: httpx.AsyncClient)
     assert response.json()["name"] == "BadRequest"
 
 
-async def test_concurrent_writers_on_two_sessions_never_cross_events(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
+async def test_concurrent_writers_on_two_sessions_never_cross_events(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
     await create(http, "ses_a")
     await create(http, "ses_b")
     feed = await open_feed()

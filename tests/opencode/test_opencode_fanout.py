@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import httpx
-
 from opencode_support import EventFeed, todos
+
 from sessiontodo_opencode import RunningSidecar
 from sessiontodo_server.app import RunningServer
 from support import eventually
@@ -46,7 +46,10 @@ async def test_a_hundred_subscribers_each_receive_every_change_of_the_sessions_t
 
 
 async def test_a_disconnected_subscriber_leaves_nothing_behind_on_the_gateway_or_the_service(
-    http: httpx.AsyncClient, open_feed: Callable[..., Awaitable[EventFeed]], sidecar: RunningSidecar, server: RunningServer
+    http: httpx.AsyncClient,
+    open_feed: Callable[..., Awaitable[EventFeed]],
+    sidecar: RunningSidecar,
+    server: RunningServer,
 ) -> None:
     assert (await http.post("/session", json={"id": "ses_a"})).status_code == 200
     watchers_before = server.book.watcher_count

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from opencode_support import todos
+
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
 from support import ServerProcess
@@ -62,12 +62,7 @@ async def test_writing_a_list_replaces_it_and_answers_it_as_stored(http: httpx.A
 
     assert response.status_code == 200
     written = response.json()
-    assert [(t["id"], t["content"], t["status"], t["priority"]) for t in written][0] == (
-        "kept",
-        "first",
-        "in_progress",
-        "high",
-    )
+    assert written[0] == {"id": "kept", "content": "first", "status": "in_progress", "priority": "high"}
     assert written[1]["id"] and written[1]["content"] == "second"
     stored = await client.get_todos("ses_a")
     assert [(t.id, t.content) for t in stored.todos] == [(t["id"], t["content"]) for t in written]
@@ -76,10 +71,16 @@ async def test_writing_a_list_replaces_it_and_answers_it_as_stored(http: httpx.A
 @pytest.mark.parametrize(
     ("body", "expected_message"),
     [
-        (todos("x", status="done"), "todos[0].status: Input should be 'pending', 'in_progress', 'completed' or 'cancelled'"),
+        (
+            todos("x", status="done"),
+            "todos[0].status: Input should be 'pending', 'in_progress', 'completed' or 'cancelled'",
+        ),
         (todos("x", priority="urgent"), "todos[0].priority: Input should be 'high', 'medium' or 'low'"),
         ([{"status": "pending", "priority": "low"}], "todos[0].content: Field required"),
-        ([{"content": "x", "status": "pending", "priority": "low", "priorty": "high"}], "todos[0].priorty: Extra inputs"),
+        (
+            [{"content": "x", "status": "pending", "priority": "low", "priorty": "high"}],
+            "todos[0].priorty: Extra inputs",
+        ),
         ({"todos": todos("x")}, "todos: Input should be a valid array"),
     ],
     ids=["unknown-status", "unknown-priority", "no-content", "misspelt-field", "object-not-array"],

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from opencode_support import run_node_suite
+
 from sessiontodo_opencode import RunningSidecar
 from support import ROOT
 
