@@ -4,6 +4,7 @@ health says so, and watchers converge on the right state afterwards."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import AsyncIterator, Callable
 
@@ -96,6 +97,6 @@ async def test_health_is_not_serving_while_redis_is_down_and_serving_once_it_is_
     assert await _all_serving(replicas)
     redis_server.kill()
     for replica in replicas:
-        await eventually(lambda replica=replica: _is(replica, NOT_SERVING), timeout=TIMEOUT)
+        await eventually(functools.partial(_is, replica, NOT_SERVING), timeout=TIMEOUT)
     redis_server.start()
     await eventually(lambda: _all_serving(replicas), timeout=TIMEOUT)

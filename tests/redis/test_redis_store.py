@@ -121,6 +121,32 @@ async def test_after_its_notices_connection_drops_a_replica_catches_up_on_what_i
     assert _summary(heard) == _summary([missed])
 
 
+async def test_after_a_reconnect_a_replica_resets_sessions_whose_missed_changes_left_the_log(
+    open_replica: OpenReplica, redis_server: RedisServer
+) -> None:
+    writer, reader = await open_replica(history_limit=2), await open_replica(history_limit=2)
+    muted = _silenced(await open_replica(history_limit=2))
+    heard = _listen(reader)
+    await writer.create_session("s", "", 10)
+    await reader.get("s")
+    for n in range(3):
+        last = await _replace(muted, "s", f"while away {n}")
+    async with redis.asyncio.Redis(port=redis_server.port) as admin:
+        await admin.client_kill_filter(_type="pubsub")
+    await eventually(lambda: len(heard) == 1)
+    assert _summary(heard) == [(ChangeKind.RESET, last.revision, ("while away 2",))]
+
+
+async def test_a_removal_cut_short_is_finished_by_the_next_replica_that_starts(open_replica: OpenReplica) -> None:
+    """The index step alone, as if Redis went away before the session's data was deleted."""
+    first = await open_replica()
+    await first.create_session("s", "", 10)
+    await first._remove_from_index(first._keys.removal(), ["s"])
+    assert await first.get("s") is not None
+    await open_replica()
+    assert await first.get("s") is None
+
+
 async def test_a_replica_hears_a_removal_made_by_another_replica(open_replica: OpenReplica) -> None:
     remover, other = await open_replica(), await open_replica()
     heard = _listen(other)
@@ -188,8 +214,8 @@ async def test_stores_with_different_prefixes_share_one_redis_without_seeing_eac
     await _replace(blue, "s", "blue only")
     assert await green.get("s") is None
     assert await green.list_sessions("", 10) == []
-    async with redis.asyncio.Redis(port=redis_server.port) as admin:
-        keys = [key.decode() for key in await admin.keys("*")]
+    async with redis.asyncio.Redis(port=redis_server.port, decode_responses=True) as admin:
+        keys = [str(key) for key in await admin.keys("*")]
     assert keys and all(key.startswith(("blue:", "green:")) for key in keys)
 
 
