@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sessiontodo_client import ChangeKind, ServiceError, Todo, TodoClient, TodoStatus
-from support import ServerProcess
+from support import ServerProcess, eventually
 
 
 def sqlite_url(tmp_path: Path) -> str:
@@ -54,8 +54,7 @@ async def test_no_acknowledged_write_is_lost_to_kill_9(tmp_path: Path) -> None:
                     acknowledged.append((added.todo.id, added.revision))
 
             writer = asyncio.create_task(write_until_killed())
-            while len(acknowledged) < 200:
-                await asyncio.sleep(0.01)
+            await eventually(lambda: len(acknowledged) >= 200, timeout=60)
             server.kill()
             await asyncio.wait_for(writer, 60)
     finally:

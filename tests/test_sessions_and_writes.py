@@ -167,7 +167,12 @@ async def test_every_effective_write_increments_the_revision_by_one(client: Todo
     updated = await client.update_todo("s", added.todo.id, content="b")
     replaced = await client.replace_todos("s", [Todo(content="c")])
     removed = await client.remove_todo("s", replaced.todos[0].id)
-    assert [added.revision, updated.revision, replaced.revision, removed] == [start + 1, start + 2, start + 3, start + 4]
+    assert [added.revision, updated.revision, replaced.revision, removed] == [
+        start + 1,
+        start + 2,
+        start + 3,
+        start + 4,
+    ]
 
 
 async def test_expected_revision_lets_exactly_one_of_two_racing_writers_win(client: TodoClient) -> None:

@@ -88,7 +88,7 @@ async def test_commit_to_a_missing_session_fails(store: TodoStore) -> None:
 
 
 async def test_changes_after_bridges_only_retained_history(store: TodoStore) -> None:
-    state, _ = await store.create_session("s", "", 10)
+    await store.create_session("s", "", 10)
     changes = [await _commit(store, "s", str(n)) for n in range(6)]
     current = changes[-1].revision
     missed = await store.changes_after("s", current - 2)

@@ -117,9 +117,8 @@ async def test_resuming_after_a_gap_sends_exactly_the_missed_changes(stub: pb_gr
     call.cancel()
 
 
-@pytest.mark.parametrize("history_limit", [2])
-async def test_resuming_beyond_the_retained_history_sends_a_reset(start: Callable[..., Any], history_limit: int) -> None:
-    server = await start(history_limit=history_limit)
+async def test_resuming_beyond_the_retained_history_sends_a_reset(start: Callable[..., Any]) -> None:
+    server = await start(history_limit=2)
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = pb_grpc.TodoServiceStub(channel)
         await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
