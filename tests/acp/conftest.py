@@ -61,6 +61,8 @@ class ProxiedEditor:
     conn: Any
     editor: RecordingEditor
     process: asyncio.subprocess.Process
+    log: list[str]
+    """The proxy's stderr so far, line by line (also copied to this process's stderr)."""
 
     async def new_session(self) -> str:
         response = await self.conn.new_session(cwd=str(ROOT), mcp_servers=[])
@@ -70,6 +72,12 @@ class ProxiedEditor:
         """Have the test agent send these plans (entry JSON objects), in order, within one prompt."""
         text = TextContentBlock(type="text", text=json.dumps({"plans": list(plans)}))
         await asyncio.wait_for(self.conn.prompt(session_id=session_id, prompt=[text]), 30)
+
+
+async def _collect(stream: asyncio.StreamReader, lines: list[str]) -> None:
+    while line := await stream.readline():
+        lines.append(line.decode(errors="replace"))
+        sys.stderr.write(lines[-1])
 
 
 @pytest.fixture
@@ -82,18 +90,21 @@ def open_editor() -> Callable[..., AbstractAsyncContextManager[ProxiedEditor]]:
             *proxy_command(*PLAN_AGENT_COMMAND),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "SESSIONTODO_ACP_ADDRESS": address, **env},
             limit=64 << 20,
         )
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        log: list[str] = []
+        logging = asyncio.create_task(_collect(process.stderr, log))
         editor = RecordingEditor()
         conn = acp.connect_to_agent(cast(acp.Client, editor), process.stdin, process.stdout)
         try:
             await asyncio.wait_for(conn.initialize(protocol_version=acp.PROTOCOL_VERSION), 30)
-            yield ProxiedEditor(conn, editor, process)
+            yield ProxiedEditor(conn, editor, process, log)
         finally:
             await conn.close()
-            if process.stdin is not None and not process.stdin.is_closing():
+            if not process.stdin.is_closing():
                 process.stdin.close()
             try:
                 await asyncio.wait_for(process.wait(), 15)
@@ -101,6 +112,9 @@ def open_editor() -> Callable[..., AbstractAsyncContextManager[ProxiedEditor]]:
                 process.kill()
                 await process.wait()
                 raise AssertionError("the proxy did not exit after the editor closed its input") from None
+            finally:
+                await asyncio.wait_for(logging, 15)
+        assert process.returncode == 0, "the proxy exits with the agent's code, 0 after the editor left"
 
     return _open
 

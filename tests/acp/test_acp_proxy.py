@@ -246,6 +246,7 @@ async def test_plans_reach_the_editor_while_sessiontodo_is_down_and_are_stored_o
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("draft")], [entry("final")])
         assert proxied.editor.contents(session_id) == [["draft"], ["final"]]
+        await soon(lambda: any("retrying" in line for line in proxied.log))
 
         running = await start(port=port)
         async with TodoClient.connect(running.address) as client:
