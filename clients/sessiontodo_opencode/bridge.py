@@ -75,10 +75,10 @@ class Subscription:
     states); memory stays bounded by the number of sessions, never by the change rate.
     """
 
-    def __init__(self, session_id: str | None, capacity: int, current: Sequence[TodoUpdated]) -> None:
+    def __init__(self, session_id: str | None, capacity: int) -> None:
         self.session_id = session_id
         self._capacity = capacity
-        self._pending: deque[TodoUpdated] = deque(current)
+        self._pending: deque[TodoUpdated] = deque()
         self._collapsed: dict[str, TodoUpdated] | None = None
         self._wakeup = asyncio.Event()
         self._closed = False
@@ -241,10 +241,10 @@ class TodoBridge:
         if self._closed:
             raise _closed_error()
         # No await from here to registration: the current lists and the live changes meet exactly.
-        current = [
-            w.latest for w in self._watches.values() if w.latest is not None and (session_id in (None, w.session_id))
-        ]
-        subscription = Subscription(session_id, self._subscriber_buffer, current)
+        subscription = Subscription(session_id, self._subscriber_buffer)
+        for watch in self._watches.values():
+            if watch.latest is not None and subscription.follows(watch.session_id):
+                subscription.push(watch.latest)
         self._subscriptions.add(subscription)
         try:
             yield subscription
@@ -311,6 +311,8 @@ class TodoBridge:
             watch.error = error
         finally:
             await events.aclose()
+            if not watch.ready.is_set() and watch.error is None:  # cancelled by aclose() while starting
+                watch.error = _closed_error()
             if self._watches.get(watch.session_id) is watch:
                 del self._watches[watch.session_id]
             watch.end()
