@@ -174,6 +174,16 @@ def test_describe_a_message_shows_its_fields_and_optional_presence(address: str)
     assert "string request_id = 5;" in result.stdout
 
 
+def test_describe_a_method_through_reflection(address: str) -> None:
+    result = grpcurl(address, "describe", f"{SERVICE}.AddTodo")
+
+    assert result.returncode == 0, result.stderr
+    assert f"{SERVICE}.AddTodo is a method:" in result.stdout
+    assert (
+        "rpc AddTodo ( .sessiontodo.v1.AddTodoRequest ) returns ( .sessiontodo.v1.AddTodoResponse );" in result.stdout
+    )
+
+
 def test_describe_from_the_proto_file_shows_the_documented_contract() -> None:
     result = grpcurl(
         "-import-path",

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import grpc
+from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -62,6 +63,29 @@ def _server_options(settings: Settings) -> list[tuple[str, int]]:
     return options
 
 
+class _ReflectionPool:
+    """The default descriptor pool, able to find rpc methods by full name too.
+
+    upb's pool cannot (grpc/grpc#34743), so without this ``grpcurl describe
+    sessiontodo.v1.TodoService.AddTodo`` would answer "Symbol not found".
+    """
+
+    def __init__(self, pool: descriptor_pool.DescriptorPool) -> None:
+        self._pool = pool
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._pool, name)
+
+    def FindFileContainingSymbol(self, symbol: str) -> descriptor.FileDescriptor:
+        try:
+            return self._pool.FindFileContainingSymbol(symbol)
+        except KeyError:
+            service, _, method = symbol.rpartition(".")
+            if method not in self._pool.FindServiceByName(service).methods_by_name:  # KeyError if no such service
+                raise
+            return self._pool.FindFileContainingSymbol(service)
+
+
 @dataclass
 class RunningServer:
     server: grpc.aio.Server
@@ -101,7 +125,8 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection:
-        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        reflection.enable_server_reflection(services, server, pool=_ReflectionPool(descriptor_pool.Default()))
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     await server.start()
     # A store shared with other replicas reports whether it is reachable; health follows it.
