@@ -190,9 +190,10 @@ class PlanMirror:
     def _close(self, session_id: str) -> None:
         async def close_session() -> None:
             await self._publisher.unwatch(session_id)
-            session = self._sessions.pop(session_id, None)
-            if session is not None and not session.unmirrored:
+            session = self._sessions.get(session_id)
+            if session is None or not session.unmirrored:
                 await self._todos.remove_session(session_id)
+            self._sessions.pop(session_id, None)
 
         self._jobs.submit(session_id, close_session, "removing the session")
 

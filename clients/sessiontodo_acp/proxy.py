@@ -56,6 +56,19 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
+def signal_agent(agent: asyncio.subprocess.Process, signum: int) -> None:
+    """Signal the agent, and its whole process group when it leads one (as ``serve`` starts it)."""
+    if agent.returncode is not None:
+        return
+    try:
+        if os.getpgid(agent.pid) == agent.pid:
+            os.killpg(agent.pid, signum)
+        else:
+            agent.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
 class AcpPlanProxy:
     """Forwards an editor's and an agent's JSON-RPC lines unchanged, feeding what it sees to a ``PlanMirror``."""
 
@@ -101,24 +114,12 @@ class AcpPlanProxy:
                 if isinstance(outcome, Exception) and not isinstance(outcome, OSError):
                     log.error("forwarding %s failed", task.get_name(), exc_info=outcome)
             if self._agent.returncode is None:
-                self.terminate_agent(signal.SIGKILL)
+                signal_agent(self._agent, signal.SIGKILL)
             await exited
             await self._mirror.aclose(self._settings.drain_timeout)
         code = exited.result()
         log.info("the agent exited with code %d", code)
         return 128 - code if code < 0 else code
-
-    def terminate_agent(self, signum: int = signal.SIGTERM) -> None:
-        """Signal the agent, and its whole process group when it leads one (as ``serve`` starts it)."""
-        if self._agent.returncode is not None:
-            return
-        try:
-            if os.getpgid(self._agent.pid) == self._agent.pid:
-                os.killpg(self._agent.pid, signum)
-            else:
-                self._agent.send_signal(signum)
-        except ProcessLookupError:
-            pass
 
     async def _stop_agent(self, exited: asyncio.Task[int]) -> None:
         """Close the agent's input, then terminate it if it does not exit in time, then kill it."""
@@ -126,14 +127,14 @@ class AcpPlanProxy:
         for signum, timeout in ((None, self._settings.agent_exit_timeout), (signal.SIGTERM, _KILL_GRACE)):
             if signum is not None:
                 log.warning("the agent did not exit; sending %s", signal.Signals(signum).name)
-                self.terminate_agent(signum)
+                signal_agent(self._agent, signum)
             try:
                 await asyncio.wait_for(asyncio.shield(exited), timeout)
                 return
             except TimeoutError:
                 continue
         log.warning("the agent ignored SIGTERM; sending SIGKILL")
-        self.terminate_agent(signal.SIGKILL)
+        signal_agent(self._agent, signal.SIGKILL)
         await exited
 
     @staticmethod
@@ -262,6 +263,18 @@ async def editor_stdio(protocol_output_fd: int, limit: int) -> AsyncIterator[tup
 
 async def serve(settings: ProxySettings, command: list[str], protocol_output_fd: int) -> int:
     """Start the agent, connect the editor's stdio and sessiontodo, and proxy until the agent exits."""
+    # Signals are caught before the agent exists, so that none can kill the proxy and orphan it.
+    agents: list[asyncio.subprocess.Process] = []
+    received: list[int] = []
+
+    def forward(signum: int) -> None:
+        received.append(signum)
+        for agent in agents:
+            signal_agent(agent, signum)
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, forward, signum)
     try:
         # The agent is started before any gRPC object exists: fork() after gRPC starts is unsupported.
         agent = await asyncio.create_subprocess_exec(
@@ -274,16 +287,15 @@ async def serve(settings: ProxySettings, command: list[str], protocol_output_fd:
     except OSError as error:
         log.error("cannot start the agent %r: %s", command[0], error)
         return 127
+    agents.append(agent)
+    if received:
+        signal_agent(agent, received[-1])
     async with (
         editor_stdio(protocol_output_fd, settings.max_line_bytes) as (editor_input, editor_output),
         connect(settings.address, settings.backoff()) as todos,
     ):
-        proxy = AcpPlanProxy(agent, editor_input, editor_output, todos, settings)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(signum, proxy.terminate_agent, signum)
         log.info("proxying %s; plans go to sessiontodo at %s", command, settings.address)
-        return await proxy.run()
+        return await AcpPlanProxy(agent, editor_input, editor_output, todos, settings).run()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
