@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
@@ -25,7 +25,7 @@ class _Session:
     parent_id: str
     revision: int
     todos: tuple[Todo, ...] = ()
-    children: set[str] = field(default_factory=set)
+    children: set[str] | None = None
     history: deque[Change] | None = None
     requests: OrderedDict[str, AddResult] | None = None
 
@@ -63,7 +63,7 @@ class MemoryStore:
                 self._sessions[session_id] = _Session(parent_id, revision, todos)
             for session_id, parent_id, _, _ in sessions:
                 if parent_id in self._sessions:
-                    self._sessions[parent_id].children.add(session_id)
+                    self._adopt(parent_id, session_id)
             for session_id, request_id, result in requests:
                 self._remember(self._sessions[session_id], request_id, result)
         if GLOBAL_SESSION_ID not in self._sessions:
@@ -79,8 +79,14 @@ class MemoryStore:
             self._journal.create_session(session_id, parent_id, session.revision)
         self._sessions[session_id] = session
         if parent_id:
-            self._sessions[parent_id].children.add(session_id)
+            self._adopt(parent_id, session_id)
         return session
+
+    def _adopt(self, parent_id: str, child_id: str) -> None:
+        parent = self._sessions[parent_id]
+        if parent.children is None:
+            parent.children = set()
+        parent.children.add(child_id)
 
     async def create_session(self, session_id: str, parent_id: str, max_sessions: int) -> tuple[SessionState, bool]:
         if (existing := self._sessions.get(session_id)) is not None:
@@ -98,11 +104,13 @@ class MemoryStore:
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
-            doomed.extend(self._sessions[doomed_id].children)
+            doomed.extend(self._sessions[doomed_id].children or ())
         return self._remove(doomed)
 
     async def remove_all_sessions(self) -> list[Change]:
-        return self._remove([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID])
+        removals = self._remove([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID])
+        self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
+        return removals
 
     def _remove(self, session_ids: list[str]) -> list[Change]:
         if not session_ids:
@@ -114,7 +122,7 @@ class MemoryStore:
         self._removed_high_water = high_water
         for sid in session_ids:
             session = self._sessions.pop(sid)
-            if parent := self._sessions.get(session.parent_id):
+            if (parent := self._sessions.get(session.parent_id)) and parent.children:
                 parent.children.discard(sid)
         return removals
 
