@@ -22,7 +22,9 @@ class Subscription:
         self.session_id = session_id
         self._capacity = capacity
         self._pending: deque[Change] = deque()
-        self._wakeup = asyncio.Event()
+        self._waiter: asyncio.Future[bool] | None = None
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
         self.lagged = False
         self.closed: Change | Unavailable | None = None
         """Why the subscription ended: the session's removal, or the server shutting down."""
@@ -35,22 +37,49 @@ class Subscription:
             self.lagged = True
         else:
             self._pending.append(change)
-        self._wakeup.set()
+        self._wake(True)
 
     def close(self, reason: Change | Unavailable) -> None:
         self.closed = reason
-        self._wakeup.set()
+        self._wake(True)
+
+    def _wake(self, readable: bool) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(readable)
 
     async def wait(self, timeout: float) -> bool:
-        """Wait for something to read; False if ``timeout`` passed first."""
-        if not (self._pending or self.lagged or self.closed):
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._wakeup.wait()
-            except TimeoutError:
-                return False
-        self._wakeup.clear()
-        return True
+        """Wait for something to read; False if ``timeout`` passed first.
+
+        One timer per subscription, moved on lazily when it fires, rather than one timer per
+        wait: at tens of thousands of messages a second, per-wait timers fill the event loop's
+        heap with cancelled entries and make every message pay for them."""
+        if self._pending or self.lagged or self.closed:
+            return True
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + timeout
+        if self._timer is None:
+            self._timer = loop.call_at(self._deadline, self._on_timer)
+        self._waiter = loop.create_future()
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._waiter is None:
+            return  # not waiting: the next wait arms a timer again
+        loop = self._waiter.get_loop()
+        if loop.time() >= self._deadline:
+            self._wake(False)
+        else:
+            self._timer = loop.call_at(self._deadline, self._on_timer)
+
+    def disarm(self) -> None:
+        """Drop the timer of a subscription that is over."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def drain(self) -> list[Change]:
         """Everything pending, and clears the lagged mark (the caller resets instead)."""
@@ -85,6 +114,7 @@ class WatchHub:
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
+        subscription.disarm()
         watchers = self._by_session.get(subscription.session_id)
         if watchers is None or subscription not in watchers:
             return
