@@ -21,7 +21,6 @@ from sessiontodo_acp.conversions import (
     read_plan_entries,
     read_plan_update,
     same_plan,
-    todo_from_plan_entry,
 )
 from sessiontodo_acp.publisher import PlanPublisher
 from sessiontodo_acp.settings import ProxySettings
@@ -44,5 +43,4 @@ __all__ = [
     "read_plan_entries",
     "read_plan_update",
     "same_plan",
-    "todo_from_plan_entry",
 ]

@@ -121,7 +121,7 @@ def _read_priority(value: Any, where: str, problems: list[str]) -> TodoPriority:
     return TodoPriority.MEDIUM
 
 
-def todo_from_plan_entry(entry: Mapping[str, Any], where: str, problems: list[str]) -> Todo | None:
+def _todo_from_plan_entry(entry: Mapping[str, Any], where: str, problems: list[str]) -> Todo | None:
     """The todo an entry stands for (no id unless ``_meta.todoId`` gives one), or None without content.
 
     ``entry`` is the entry's JSON object, as on the wire. Adjustments are appended to ``problems``.
@@ -162,7 +162,7 @@ def read_plan_entries(entries: Any) -> PlanReading:
         if not isinstance(entry, Mapping):
             problems.append(f"{where}: not an object; left out")
             continue
-        todo = todo_from_plan_entry(entry, where, problems)
+        todo = _todo_from_plan_entry(entry, where, problems)
         if todo is None:
             continue
         if todo.id in seen_ids:
