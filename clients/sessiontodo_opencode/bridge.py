@@ -144,7 +144,8 @@ class TodoBridge:
         self._subscriber_buffer = subscriber_buffer
         self._ready_timeout = ready_timeout
         self._watches: dict[str, _SessionWatch] = {}
-        self._subscriptions: set[Subscription] = set()
+        self._followers: dict[str | None, set[Subscription]] = {}
+        """Subscriptions by the session they follow; None: every session."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -156,15 +157,16 @@ class TodoBridge:
 
     async def aclose(self) -> None:
         self._closed = True
-        for subscription in self._subscriptions:
-            subscription.close()
+        for followers in self._followers.values():
+            for subscription in followers:
+                subscription.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @property
     def subscriber_count(self) -> int:
-        return len(self._subscriptions)
+        return sum(len(followers) for followers in self._followers.values())
 
     @property
     def watched_sessions(self) -> list[str]:
@@ -245,15 +247,18 @@ class TodoBridge:
         for watch in self._watches.values():
             if watch.latest is not None and subscription.follows(watch.session_id):
                 subscription.push(watch.latest)
-        self._subscriptions.add(subscription)
+        self._followers.setdefault(session_id, set()).add(subscription)
         try:
             yield subscription
         finally:
-            self._subscriptions.discard(subscription)
+            followers = self._followers[session_id]
+            followers.discard(subscription)
+            if not followers:
+                del self._followers[session_id]
 
     def _publish(self, event: TodoUpdated) -> None:
-        for subscription in self._subscriptions:
-            if subscription.follows(event.session_id):
+        for followed in (event.session_id, None):
+            for subscription in self._followers.get(followed, ()):
                 subscription.push(event)
 
     # Watches

@@ -67,6 +67,19 @@ def todos(*texts: str, status: str = "pending", priority: str = "medium") -> lis
     return [{"content": text, "status": status, "priority": priority} for text in texts]
 
 
+async def create(http: httpx.AsyncClient, session_id: str, parent_id: str | None = None) -> None:
+    """``POST /session`` through the sidecar, which must succeed."""
+    body: dict[str, str] = {"id": session_id} | ({"parentID": parent_id} if parent_id else {})
+    response = await http.post("/session", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def put(http: httpx.AsyncClient, session_id: str, *texts: str) -> None:
+    """``PUT /session/{id}/todo`` with pending todos named ``texts``, which must succeed."""
+    response = await http.put(f"/session/{session_id}/todo", json=todos(*texts))
+    assert response.status_code == 200, response.text
+
+
 NODE_TIMEOUT = 120.0
 
 

@@ -7,21 +7,11 @@ import re
 from collections.abc import Awaitable, Callable
 
 import httpx
-from opencode_support import EventFeed, contents, todos
+from opencode_support import EventFeed, contents, create, put, todos
 
 from sessiontodo_client import Todo, TodoClient
 
 OpenFeed = Callable[..., Awaitable[EventFeed]]
-
-
-async def create(http: httpx.AsyncClient, session_id: str, parent_id: str | None = None) -> None:
-    body: dict[str, str] = {"id": session_id} | ({"parentID": parent_id} if parent_id else {})
-    assert (await http.post("/session", json=body)).status_code == 200
-
-
-async def put(http: httpx.AsyncClient, session_id: str, *texts: str) -> None:
-    response = await http.put(f"/session/{session_id}/todo", json=todos(*texts))
-    assert response.status_code == 200, response.text
 
 
 async def test_the_stream_is_server_sent_events_in_lf_only_data_frames(http: httpx.AsyncClient) -> None:

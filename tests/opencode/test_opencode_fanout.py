@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import httpx
-from opencode_support import EventFeed, todos
+from opencode_support import EventFeed, create, todos
 
 from sessiontodo_opencode import RunningSidecar
 from sessiontodo_server.app import RunningServer
@@ -21,7 +21,7 @@ async def test_a_hundred_subscribers_each_receive_every_change_of_the_sessions_t
     http: httpx.AsyncClient, open_feed: Callable[..., Awaitable[EventFeed]], server: RunningServer
 ) -> None:
     for session_id in SESSIONS:
-        assert (await http.post("/session", json={"id": session_id})).status_code == 200
+        await create(http, session_id)
     # A third follow everything, the others one session each.
     follows: list[str | None] = [(None, *SESSIONS)[n % 3] for n in range(SUBSCRIBERS)]
     feeds = await asyncio.gather(*(open_feed(**({"sessionID": f} if f else {})) for f in follows))
@@ -51,7 +51,7 @@ async def test_a_disconnected_subscriber_leaves_nothing_behind_on_the_gateway_or
     sidecar: RunningSidecar,
     server: RunningServer,
 ) -> None:
-    assert (await http.post("/session", json={"id": "ses_a"})).status_code == 200
+    await create(http, "ses_a")
     watchers_before = server.book.watcher_count
     feeds = [await open_feed(sessionID="ses_a"), await open_feed()]
     assert sidecar.bridge.subscriber_count == 2

@@ -7,17 +7,11 @@ from typing import Any
 
 import httpx
 import pytest
-from opencode_support import todos
+from opencode_support import create, todos
 
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
 from support import ServerProcess
-
-
-async def create(http: httpx.AsyncClient, session_id: str, parent_id: str | None = None) -> None:
-    body: dict[str, str] = {"id": session_id} | ({"parentID": parent_id} if parent_id else {})
-    response = await http.post("/session", json=body)
-    assert response.status_code == 200, response.text
 
 
 async def test_reading_a_sessions_todos_answers_the_list_in_order_with_ids(
