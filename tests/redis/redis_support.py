@@ -42,6 +42,7 @@ class RedisServer:
         argv += ["--logfile", str(self._directory / "redis.log")]
         if self._cluster_node:
             argv += ["--cluster-enabled", "yes", "--cluster-config-file", str(self._directory / "nodes.conf")]
+            argv += ["--cluster-port", str(free_port())]  # the default (port + 10000) may be taken or past 65535
         self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
         self._wait_until_ready()
         if self._cluster_node:
