@@ -7,8 +7,6 @@
   any ACP agent's plans into sessiontodo without changing the agent or the editor.
 """
 
-from sessiontodo_acp._session_jobs import Backoff
-from sessiontodo_acp.connect import connect
 from sessiontodo_acp.conversions import (
     CANCELLED_PREFIX,
     META_TODO_ID,
@@ -30,12 +28,10 @@ __all__ = [
     "CANCELLED_PREFIX",
     "META_TODO_ID",
     "META_TODO_STATUS",
-    "Backoff",
     "PlanPublisher",
     "PlanReading",
     "PlanSink",
     "ProxySettings",
-    "connect",
     "keep_known_ids",
     "plan_entry_from_todo",
     "plan_notification",

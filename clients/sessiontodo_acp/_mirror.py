@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sessiontodo_acp._session_jobs import DEFAULT_BACKOFF, Backoff, SessionJobs
+from sessiontodo_acp._session_jobs import SessionJobs
 from sessiontodo_acp.conversions import keep_known_ids, plan_notification, read_plan_entries, same_plan
 from sessiontodo_acp.publisher import PlanPublisher
-from sessiontodo_client import InvalidArgument, NotFound, Todo, TodoClient, WatchEvent
+from sessiontodo_client import InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def _request_key(request_id: Any) -> str:
 class PlanMirror:
     """Mirrors each ACP session's plan between the agent, sessiontodo and the editor."""
 
-    def __init__(self, todos: TodoClient, output: EditorOutput, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+    def __init__(self, todos: TodoClient, output: EditorOutput, backoff: RetryPolicy = RetryPolicy()) -> None:
         self._todos = todos
         self._output = output
         self._jobs = SessionJobs(backoff)

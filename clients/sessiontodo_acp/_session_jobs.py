@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from sessiontodo_client import ServiceError
+from sessiontodo_client import RetryPolicy, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +34,6 @@ def is_transient(error: Exception) -> bool:
     if isinstance(error, ServiceError):
         return error.code in TRANSIENT_CODES
     return isinstance(error, ConnectionError | TimeoutError)
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Retry delays doubling from ``initial`` to ``maximum`` seconds."""
-
-    initial: float = 0.2
-    maximum: float = 5.0
-
-    def delay(self, attempt: int) -> float:
-        return min(self.initial * 2 ** min(attempt, 30), self.maximum)
-
-
-DEFAULT_BACKOFF = Backoff()
 
 
 @dataclass
@@ -67,7 +53,7 @@ class _SessionQueue:
 class SessionJobs:
     """One ordered job queue per session, each drained by a task this object owns."""
 
-    def __init__(self, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+    def __init__(self, backoff: RetryPolicy = RetryPolicy()) -> None:
         self._backoff = backoff
         self._queues: dict[str, _SessionQueue] = {}
         self._closed = False

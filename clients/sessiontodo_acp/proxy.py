@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from sessiontodo_acp._mirror import ByteWriter, EditorOutput, PlanMirror
-from sessiontodo_acp.connect import connect
 from sessiontodo_acp.settings import ProxySettings
 from sessiontodo_client import TodoClient
 
@@ -292,7 +291,7 @@ async def serve(settings: ProxySettings, command: list[str], protocol_output_fd:
         signal_agent(agent, received[-1])
     async with (
         editor_stdio(protocol_output_fd, settings.max_line_bytes) as (editor_input, editor_output),
-        connect(settings.address, settings.backoff()) as todos,
+        TodoClient.connect(settings.address, retry=settings.backoff()) as todos,
     ):
         log.info("proxying %s; plans go to sessiontodo at %s", command, settings.address)
         return await AcpPlanProxy(agent, editor_input, editor_output, todos, settings).run()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessiontodo_acp._session_jobs import Backoff
+from sessiontodo_client import RetryPolicy
 
 
 class ProxySettings(BaseSettings):
@@ -27,5 +27,5 @@ class ProxySettings(BaseSettings):
         description="Messages up to this size are observed; longer ones are forwarded untouched but not observed.",
     )
 
-    def backoff(self) -> Backoff:
-        return Backoff(self.retry_initial, self.retry_max)
+    def backoff(self) -> RetryPolicy:
+        return RetryPolicy(initial=self.retry_initial, maximum=self.retry_max)

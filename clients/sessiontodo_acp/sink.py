@@ -12,9 +12,9 @@ from typing import Any
 
 from acp.schema import AgentPlanUpdate
 
-from sessiontodo_acp._session_jobs import DEFAULT_BACKOFF, Backoff, SessionJobs
+from sessiontodo_acp._session_jobs import SessionJobs
 from sessiontodo_acp.conversions import keep_known_ids, read_plan_update
-from sessiontodo_client import NotFound, Todo, TodoClient
+from sessiontodo_client import NotFound, RetryPolicy, Todo, TodoClient
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class PlanSink:
     with backoff; errors are logged, never raised into the ACP connection.
     """
 
-    def __init__(self, todos: TodoClient, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+    def __init__(self, todos: TodoClient, backoff: RetryPolicy = RetryPolicy()) -> None:
         self._todos = todos
         self._jobs = SessionJobs(backoff)
         self._stored: dict[str, list[Todo]] = {}

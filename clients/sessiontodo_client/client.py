@@ -159,7 +159,7 @@ class RetryPolicy:
     maximum: float = 2.0
 
     def delay(self, attempt: int) -> float:
-        return min(self.initial * 2**attempt, self.maximum)
+        return min(self.initial * 2 ** min(attempt, 30), self.maximum)
 
     def delays(self) -> list[float]:
         return [self.delay(n) for n in range(self.attempts - 1)]
@@ -175,12 +175,23 @@ class TodoClient:
         self._timeout = timeout
 
     @classmethod
-    def connect(cls, target: str, **kwargs: Any) -> TodoClient:
-        """A client on a new insecure channel to ``target`` (``host:port``), pinging idle connections."""
+    def connect(cls, target: str, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> TodoClient:
+        """A client on a new insecure channel to ``target`` (``host:port``), pinging idle connections.
+
+        The channel reconnects with the retry policy's backoff: gRPC's default grows to 120 s,
+        so a long-lived client that outlived a server restart could wait minutes otherwise.
+        """
         channel = grpc.aio.insecure_channel(
-            target, options=[("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_permit_without_calls", 1)]
+            target,
+            options=[
+                ("grpc.keepalive_time_ms", 30_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.initial_reconnect_backoff_ms", int(retry.initial * 1000)),
+                ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),
+                ("grpc.max_reconnect_backoff_ms", int(retry.maximum * 1000)),
+            ],
         )
-        return cls(channel, **kwargs)
+        return cls(channel, retry, timeout)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -29,8 +29,8 @@ from acp.schema import (
 )
 
 import acp
-from sessiontodo_acp import Backoff, PlanPublisher, PlanSink, connect, plan_update_from_todos
-from sessiontodo_client import ChangeKind, NotFound, Todo, TodoClient, TodoList, TodoStatus, Unavailable
+from sessiontodo_acp import PlanPublisher, PlanSink, plan_update_from_todos
+from sessiontodo_client import ChangeKind, NotFound, RetryPolicy, Todo, TodoClient, TodoList, TodoStatus, Unavailable
 from support import eventually, free_port
 
 
@@ -134,7 +134,7 @@ async def connected(agent_address: str, editor_todos_client: TodoClient) -> Asyn
     async with (
         TodoClient.connect(agent_address) as agent_todos,
         editor_todos_client as editor_todos,
-        PlanSink(editor_todos, Backoff(0.05, 0.5)) as sink,
+        PlanSink(editor_todos, RetryPolicy(initial=0.05, maximum=0.5)) as sink,
     ):
         agent = PublishingAgent(agent_todos)
         agent_conn = AgentSideConnection(cast(acp.Agent, agent), agent_writer, agent_reader, use_unstable_protocol=True)
@@ -280,8 +280,8 @@ async def test_closing_a_session_in_the_sink_removes_it(start) -> None:
 async def test_the_sink_stores_the_latest_plan_once_sessiontodo_is_back(start, caplog) -> None:
     port = free_port()
     async with (
-        connect(f"127.0.0.1:{port}", Backoff(0.05, 0.3)) as unreachable,
-        PlanSink(unreachable, Backoff(0.05, 0.3)) as sink,
+        TodoClient.connect(f"127.0.0.1:{port}", retry=RetryPolicy(initial=0.05, maximum=0.3)) as unreachable,
+        PlanSink(unreachable, RetryPolicy(initial=0.05, maximum=0.3)) as sink,
     ):
         for n in range(3):
             sink.apply("later", plan_update_from_todos([Todo(content=f"plan {n}")]))
