@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -93,3 +96,49 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """The outcome of one ``node --test`` suite: exit code, TAP output and its counts."""
+
+    exit_code: int
+    output: str
+
+    def count(self, what: str) -> int:
+        found = re.search(rf"^# {what} (\d+)$", self.output, re.MULTILINE)
+        return int(found.group(1)) if found else 0
+
+    def assert_all_passed(self, at_least: int = 1) -> None:
+        assert self.exit_code == 0, self.output
+        assert self.count("pass") >= at_least and self.count("fail") == 0, self.output
+
+
+async def run_node_suite(suite: Path, env: dict[str, str], timeout: float = 240.0) -> NodeRun:
+    """``node --test`` on one suite of tests/node/, with ``env`` added to the environment.
+
+    ``--test-force-exit`` keeps an SDK stream left open from hanging node after the tests.
+    """
+    node = shutil.which("node")
+    assert node, "node must be on PATH"
+    assert (ROOT / "node_modules").is_dir(), "run `npm ci` (make test does)"
+    process = await asyncio.create_subprocess_exec(
+        node,
+        "--test",
+        "--test-force-exit",
+        f"--test-timeout={int(timeout * 1000)}",
+        "--test-reporter=tap",
+        str(suite),
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return NodeRun(process.returncode, output.decode())

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 import httpx
-
-from support import ROOT
 
 
 class EventFeed:
@@ -78,33 +73,3 @@ async def put(http: httpx.AsyncClient, session_id: str, *texts: str) -> None:
     """``PUT /session/{id}/todo`` with pending todos named ``texts``, which must succeed."""
     response = await http.put(f"/session/{session_id}/todo", json=todos(*texts))
     assert response.status_code == 200, response.text
-
-
-NODE_TIMEOUT = 120.0
-
-
-async def run_node_suite(suite: Path, env: dict[str, str]) -> tuple[int, str]:
-    """``node --test suite`` with ``env`` added: its exit code and its combined output."""
-    node = shutil.which("node")
-    assert node, "node must be on PATH"
-    assert (ROOT / "node_modules" / "@opencode-ai" / "sdk").is_dir(), "run `npm ci` (make test does)"
-    process = await asyncio.create_subprocess_exec(
-        node,
-        "--test",
-        "--test-force-exit",
-        "--test-timeout=60000",
-        "--test-reporter=tap",
-        str(suite),
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), NODE_TIMEOUT)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode is not None
-    return process.returncode, output.decode()
