@@ -66,6 +66,16 @@ async def test_a_replica_does_not_hear_its_own_changes(open_replica: OpenReplica
     assert _summary(heard_by_writer) == _summary([theirs])
 
 
+async def test_a_change_too_large_for_its_notice_is_read_back_from_redis(open_replica: OpenReplica) -> None:
+    writer, reader = await open_replica(), await open_replica()
+    heard = _listen(reader)
+    await writer.create_session("s", "", 10)
+    await reader.get("s")
+    large = await _replace(writer, "s", *(f"{n}: " + "x" * 4000 for n in range(40)))  # ~160 KB of text
+    await eventually(lambda: len(heard) == 1)
+    assert _summary(heard) == _summary([large])
+
+
 async def test_a_lost_notice_is_bridged_from_the_log_by_the_next_one(open_replica: OpenReplica) -> None:
     writer, reader = await open_replica(), await open_replica()
     muted = _silenced(await open_replica())
