@@ -407,7 +407,7 @@ class RedisStore:
             doomed = [(_text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
             removed_at = await self._delete_data(doomed)
         for (sid, _), revision in zip(doomed, removed_at, strict=True):
-            if revision:
+            if revision and sid in self._delivered:
                 self._track(sid, revision)  # so this replica skips its own removal notice
         return [
             Change(sid, ChangeKind.SESSION_REMOVED, revision)
@@ -584,10 +584,11 @@ class RedisStore:
         revision, kind = entry[0], entry[1]
         delivered = self._delivered.get(session_id)
         if delivered is not None and revision <= delivered:
-            if kind == ChangeKind.SESSION_REMOVED:
-                del self._delivered[session_id]  # this replica's own removal, already delivered
-            return
-        if len(entry) == 4 and (delivered is None or revision == delivered + 1):
+            return  # delivered already: this replica's own change or removal, or an older incarnation's
+        if kind == ChangeKind.SESSION_REMOVED and delivered is None:
+            # Never read here, so no watcher to spare from a re-created session: no need to look.
+            self._listener(Change(session_id, ChangeKind.SESSION_REMOVED, revision))
+        elif len(entry) == 4 and (delivered is None or revision == delivered + 1):
             self._deliver(Change(session_id, ChangeKind(kind), revision, _decode_todos(entry[3]), entry[2]))
         else:
             await self._catch_up([session_id])
