@@ -1,0 +1,254 @@
+"""``make bench``: measure the server against a bare grpc.aio echo server, print a markdown table,
+and write it (with the raw numbers and a PNG plot) to ``bench/results/``.
+
+Servers run in their own processes pinned to one CPU; h2load and the watcher processes run
+on the others. Absolute numbers drift on shared machines, so each figure is compared with a
+baseline measured in the same run, interleaved, and the targets are on the ratios.
+
+    python bench/run.py               # the full run (a few minutes)
+    python bench/run.py --quick       # tiny sizes, well under a minute (also: BENCH_QUICK=1)
+    python bench/run.py --out DIR     # write the results somewhere else
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from loadgen import require_h2load
+from memory import MemoryResult, churn, memory_rows, per_bare_stream, per_session_and_watcher
+from processes import BENCH, CpuPlan, ServerProcess
+from replicas import measure_cross_replica_latency
+from report import Row, machine, markdown_table, median, plot
+from throughput import OPERATIONS, Target, measure_list_sizes, measure_operations, scaling_rows, throughput_rows
+from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rounds: int
+    seconds: float
+    adds_per_session: int
+    list_sizes: tuple[int, ...]
+    list_rounds: int
+    list_seconds: float
+    session_counts: tuple[int, ...]
+    latency_samples: int
+    watcher_counts: tuple[int, ...]
+    fanout_rounds: int
+    fanout_seconds: float
+    reach_samples: int
+    memory_sessions: int
+    memory_watchers: int
+    churn_sessions: int
+    churn_cycles: int
+    replica_samples: int
+
+
+FULL = Sizes(
+    rounds=4,
+    seconds=2.5,
+    adds_per_session=250,
+    list_sizes=(1, 10, 100, 1000),
+    list_rounds=2,
+    list_seconds=2.0,
+    session_counts=(1, 100, 1000, 10_000),
+    latency_samples=400,
+    watcher_counts=(1, 100, 1000),
+    fanout_rounds=3,
+    fanout_seconds=2.0,
+    reach_samples=100,
+    memory_sessions=10_000,
+    memory_watchers=5000,
+    churn_sessions=100_000,
+    churn_cycles=2,
+    replica_samples=300,
+)
+QUICK = Sizes(
+    rounds=1,
+    seconds=0.5,
+    adds_per_session=50,
+    list_sizes=(1, 10, 100),
+    list_rounds=1,
+    list_seconds=0.5,
+    session_counts=(1, 10, 100),
+    latency_samples=20,
+    watcher_counts=(1, 10, 50),
+    fanout_rounds=1,
+    fanout_seconds=0.5,
+    reach_samples=10,
+    memory_sessions=300,
+    memory_watchers=200,
+    churn_sessions=2000,
+    churn_cycles=1,
+    replica_samples=20,
+)
+
+SUBJECTS = ("memory", "sqlite")
+BASELINE = "echo"
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+async def _started(servers: Sequence[ServerProcess]) -> list[Target]:
+    for server in servers:
+        await server.start()
+    return [Target(server, grpc.aio.insecure_channel(server.address)) for server in servers]
+
+
+async def _stopped(targets: Sequence[Target]) -> None:
+    for target in targets:
+        await target.channel.close()
+        await target.server.stop()
+
+
+async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, object]]:
+    cpus = CpuPlan.of_this_machine()
+    os.sched_setaffinity(0, cpus.load)
+    figures: dict[int, list[Row]] = {}
+    plotted: dict[str, object] = {}
+
+    shared = [
+        ServerProcess.echo(BASELINE, cpus.server, scratch),
+        ServerProcess.sessiontodo("memory", "memory://", cpus.server, scratch),
+        ServerProcess.sessiontodo("sqlite", f"sqlite:///{scratch}/bench.db", cpus.server, scratch),
+    ]
+    targets = await _started(shared)
+    try:
+        progress("figure 1: unary throughput (h2load), echo / memory / sqlite interleaved")
+        operations = await measure_operations(targets, sizes.rounds, sizes.seconds, sizes.adds_per_session, cpus.load)
+        figures[1] = throughput_rows(operations, SUBJECTS, BASELINE)
+        plotted["throughput"] = {
+            operation: {target.name: operations[operation].rate(target.name) for target in targets}
+            for operation in OPERATIONS
+        }
+        progress("figure 5: ReplaceTodos cost by list size")
+        by_size = await measure_list_sizes(targets, sizes.list_sizes, sizes.list_rounds, sizes.list_seconds, cpus.load)
+        figures[5] = scaling_rows(by_size, SUBJECTS, BASELINE)
+        progress("figure 3: fan-out to the watchers of one session")
+        fanout = await measure_fanout(
+            targets[:2], sizes.watcher_counts, sizes.fanout_rounds, sizes.fanout_seconds, sizes.reach_samples, cpus.load
+        )
+        figures[3] = fanout_rows(fanout, "memory", BASELINE)
+        plotted["fanout"] = {
+            "watchers": fanout.watchers,
+            "rates": {name: [median(rates[w]) for w in fanout.watchers] for name, rates in fanout.rates.items()},
+        }
+    finally:
+        await _stopped(targets)
+
+    progress("figure 2: write-to-watcher latency as sessions with idle watchers grow")
+    (isolated,) = await _started([ServerProcess.sessiontodo("isolation", "memory://", cpus.server, scratch)])
+    try:
+        isolation = await measure_isolation(isolated, sizes.session_counts, sizes.latency_samples, cpus.load)
+    finally:
+        await _stopped([isolated])
+    figures[2] = isolation_rows(isolation)
+    plotted["isolation"] = {
+        "sessions": isolation.sessions,
+        "p50_ms": [isolation.p50_ms(n) for n in isolation.sessions],
+        "p99_ms": [isolation.p99_ms(n) for n in isolation.sessions],
+    }
+
+    progress("figure 4: memory per session, per watcher, and after churn")
+    per_session, per_watcher = await per_session_and_watcher(
+        scratch, sizes.memory_sessions, sizes.memory_watchers, cpus.server, cpus.load
+    )
+    bare = await per_bare_stream(scratch, sizes.memory_watchers, cpus.server, cpus.load)
+    start, peak, after = await churn(scratch, sizes.churn_sessions, sizes.churn_cycles, cpus.server, cpus.load)
+    memory = MemoryResult(
+        sizes.memory_sessions,
+        sizes.memory_watchers,
+        per_session,
+        per_watcher,
+        bare,
+        sizes.churn_sessions,
+        start,
+        peak,
+        after,
+    )
+    figures[4] = memory_rows(memory)
+    plotted["memory"] = asdict(memory)
+
+    if shutil.which("redis-server"):
+        progress("figure 6: write-to-watcher latency across replicas sharing one Redis (bench/replicas.py)")
+        replicas = await measure_cross_replica_latency(sizes.replica_samples, server_cpus=cpus.server, log_dir=scratch)
+        figures[6] = replica_rows(replicas)
+        plotted["replicas"] = replicas
+    else:
+        progress("figure 6 skipped: redis-server is not installed")
+    return [row for figure in sorted(figures) for row in figures[figure]], plotted
+
+
+def replica_rows(result: dict[str, Any]) -> list[Row]:
+    same, cross = result["same_replica"], result["cross_replica"]
+    return [
+        Row(
+            "6. replicas",
+            f"write-to-watcher {name}, watcher on another replica (Redis, appendfsync {result['appendfsync']})",
+            cross[f"{name}_ms"],
+            "ms",
+            baseline=same[f"{name}_ms"],
+            baseline_name="watcher on the writing replica",
+            target=("<=", result["target_p50_ratio"]) if name == "p50" else None,
+        )
+        for name in ("p50", "p99")
+    ]
+
+
+def write_results(out: Path, rows: list[Row], plotted: dict[str, object], sizes: Sizes, elapsed: float) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    described = machine()
+    table = markdown_table(rows)
+    missed = [row for row in rows if row.met is False]
+    lines = [
+        "# sessiontodo benchmark results",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} in {elapsed:.0f} s"
+        + (" (quick mode: tiny sizes, not figures to quote)" if sizes != FULL else "")
+        + ".",
+        "",
+        *(f"- {key}: {value}" for key, value in described.items()),
+        "",
+        table,
+        "",
+        f"Targets met: {sum(row.met is True for row in rows)} of {sum(row.met is not None for row in rows)}"
+        + (f"; missed: {', '.join(row.measure for row in missed)}." if missed else "."),
+        "",
+    ]
+    (out / "results.md").write_text("\n".join(lines))
+    raw = {"machine": described, "sizes": asdict(sizes), "rows": [row.as_json() for row in rows], "plotted": plotted}
+    (out / "results.json").write_text(json.dumps(raw, indent=2) + "\n")
+    plot(plotted, out / "bench.png")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Benchmark sessiontodo against a bare grpc.aio echo server.")
+    parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
+    parser.add_argument("--out", type=Path, default=BENCH / "results")
+    arguments = parser.parse_args()
+    require_h2load()
+    sizes = QUICK if arguments.quick else FULL
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="sessiontodo-bench-") as scratch:
+        rows, plotted = asyncio.run(measure(sizes, Path(scratch)))
+    print(write_results(arguments.out, rows, plotted, sizes, time.monotonic() - started))
+
+
+if __name__ == "__main__":
+    main()
