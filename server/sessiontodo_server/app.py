@@ -108,6 +108,13 @@ class RunningServer:
         log.info("server stopped")
 
 
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+
+
 async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
     status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
     for service in ("", SERVICE_NAME):
@@ -130,8 +137,7 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     await server.start()
     # A store shared with other replicas reports whether it is reachable; health follows it.
-    if (watch_availability := getattr(store, "on_availability_change", None)) is not None:
-        watch_availability(functools.partial(_set_health, health_servicer))
+    store.on_availability_change(functools.partial(_set_health, health_servicer))
     await _set_health(health_servicer, True)
-    log.info("serving on %s:%d with store %s", settings.host, port, settings.store)
+    log.info("serving on %s:%d with store %s", settings.host, port, _without_password(settings.store))
     return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace)

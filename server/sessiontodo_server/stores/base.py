@@ -7,7 +7,7 @@ both a single process and several replicas sharing an external engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,3 +75,6 @@ class TodoStore(Protocol):
         When they cannot tell what changed (a lost notification, a reconnect), they pass a
         RESET change carrying the current list; a removal arrives as SESSION_REMOVED.
         """
+
+    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        """Stores behind a network call ``listener(False)`` when they lose it, ``listener(True)`` when back."""

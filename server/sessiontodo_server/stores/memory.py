@@ -8,7 +8,7 @@ durable before it is applied in memory and acknowledged.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -173,6 +173,9 @@ class MemoryStore:
 
     def on_external_change(self, listener: Callable[[Change], None]) -> None:
         """Nothing else writes to this store, so there is nothing to listen for."""
+
+    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        """An in-process store is always available."""
 
 
 def _state(session_id: str, session: _Session) -> SessionState:
