@@ -59,7 +59,7 @@ class Sizes:
 
 FULL = Sizes(
     rounds=4,
-    seconds=2.5,
+    seconds=3.0,
     adds_per_session=250,
     list_sizes=(1, 10, 100, 1000),
     list_rounds=2,
@@ -73,7 +73,7 @@ FULL = Sizes(
     memory_sessions=10_000,
     memory_watchers=5000,
     churn_sessions=100_000,
-    churn_cycles=2,
+    churn_cycles=3,
     replica_samples=300,
 )
 QUICK = Sizes(
