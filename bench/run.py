@@ -136,9 +136,11 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
             operation: {target.name: operations[operation].rate(target.name) for target in targets}
             for operation in OPERATIONS
         }
+        plotted["throughput_rounds"] = {operation: operations[operation].rates for operation in OPERATIONS}
         progress("figure 5: ReplaceTodos cost by list size")
         by_size = await measure_list_sizes(targets, sizes.list_sizes, sizes.list_rounds, sizes.list_seconds, cpus.load)
         figures[5] = scaling_rows(by_size, SUBJECTS, BASELINE)
+        plotted["list_size_rounds"] = {size: measured.rates for size, measured in by_size.items()}
         progress("figure 3: fan-out to the watchers of one session")
         fanout = await measure_fanout(
             targets[:2], sizes.watcher_counts, sizes.fanout_rounds, sizes.fanout_seconds, sizes.reach_samples, cpus.load
@@ -147,6 +149,7 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         plotted["fanout"] = {
             "watchers": fanout.watchers,
             "rates": {name: [median(rates[w]) for w in fanout.watchers] for name, rates in fanout.rates.items()},
+            "rounds": fanout.rates,
         }
     finally:
         await _stopped(targets)

@@ -120,6 +120,14 @@ async def measure_isolation(
     return IsolationResult(sorted(session_counts), latencies)
 
 
+def _sessions(count: int) -> str:
+    return "1 session" if count == 1 else f"{count:,} sessions, each other one with an idle watcher"
+
+
+def _watchers(count: int) -> str:
+    return "1 watcher" if count == 1 else f"{count:,} watchers"
+
+
 def isolation_rows(result: IsolationResult) -> list[Row]:
     rows = []
     largest = max(result.sessions)
@@ -129,7 +137,7 @@ def isolation_rows(result: IsolationResult) -> list[Row]:
             rows.append(
                 Row(
                     "2. isolation",
-                    f"write-to-watcher {name}, {sessions:,} sessions with an idle watcher each",
+                    f"write-to-watcher {name}, {_sessions(sessions)}",
                     value(sessions),
                     "ms",
                     baseline=value(1),
@@ -261,7 +269,7 @@ def fanout_rows(result: FanOutResult, subject: str, baseline: str) -> list[Row]:
         rows.append(
             Row(
                 "3. fan-out",
-                f"delivery rate, 1 session with {watchers:,} watchers"
+                f"delivery rate, 1 session with {_watchers(watchers)}"
                 + ("" if result.lossless else " (some watchers were reset)"),
                 median(mine),
                 "msg/s",
@@ -275,7 +283,7 @@ def fanout_rows(result: FanOutResult, subject: str, baseline: str) -> list[Row]:
             rows.append(
                 Row(
                     "3. fan-out",
-                    f"time for a write to reach all {watchers:,} watchers, {name}",
+                    f"time for a write to reach {'its' if watchers == 1 else 'all'} {_watchers(watchers)}, {name}",
                     percentile(result.latencies[subject][watchers], fraction) * 1e3,
                     "ms",
                     baseline=percentile(result.latencies[baseline][watchers], fraction) * 1e3,
