@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from google.protobuf import message_factory
 
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_server.transport import add_todo_service
 
 _END = b""
 """Queue sentinel: the stream ends after its final message."""
@@ -107,31 +107,9 @@ class EchoServicer:
             self._streams.discard(stream)
 
 
-def add_echo_service(server: grpc.aio.Server, servicer: EchoServicer) -> None:
-    """Registered the way the real service registers: typed unary calls, a pre-encoded byte stream."""
-    service = pb.DESCRIPTOR.services_by_name["TodoService"]
-    handlers = {}
-    for method in service.methods:
-        request_type = message_factory.GetMessageClass(method.input_type)
-        response_type = message_factory.GetMessageClass(method.output_type)
-        behaviour = getattr(servicer, method.name)
-        if method.server_streaming:
-            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                behaviour, request_deserializer=request_type.FromString
-            )
-        else:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                behaviour,
-                request_deserializer=request_type.FromString,
-                response_serializer=response_type.SerializeToString,
-            )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
-    server.add_registered_method_handlers(service.full_name, handlers)
-
-
 async def serve(host: str, port: int) -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    add_echo_service(server, EchoServicer())
+    add_todo_service(server, EchoServicer())  # registered exactly as the real service is
     server.add_insecure_port(f"{host}:{port}")
     await server.start()
     stop = asyncio.Event()

@@ -217,8 +217,9 @@ class TodoServicer:
             await context.abort_with_status(rpc_status.to_status(to_status(error)))
 
 
-def add_todo_service(server: grpc.aio.Server, servicer: TodoServicer) -> None:
-    """Register every rpc of the service; WatchTodos sends bytes already encoded once per change."""
+def add_todo_service(server: grpc.aio.Server, servicer: object) -> None:
+    """Register every rpc of the service on ``servicer``'s methods of the same names (the
+    bench's echo baseline registers the same way); WatchTodos sends bytes already encoded."""
     service = pb.DESCRIPTOR.services_by_name["TodoService"]
     handlers = {}
     for method in service.methods:
