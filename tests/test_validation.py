@@ -107,7 +107,7 @@ async def test_adding_to_a_full_list_is_resource_exhausted(stub: pb_grpc.TodoSer
 @pytest.mark.parametrize(
     ("request_", "expected_field"),
     [
-        (pb.UpdateTodoRequest(session_id="s", todo_id="keep", content=""), "update.content"),
+        (pb.UpdateTodoRequest(session_id="s", todo_id="keep", content=""), "content"),
         (pb.UpdateTodoRequest(session_id="s", todo_id="keep", status=9), "status"),  # type: ignore[arg-type]
         (pb.UpdateTodoRequest(session_id="s", todo_id="keep", priority=9), "priority"),  # type: ignore[arg-type]
     ],

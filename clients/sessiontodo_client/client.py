@@ -1,8 +1,10 @@
 """The typed async client of ``sessiontodo.v1.TodoService``.
 
 The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connect``.
-Calls are retried with backoff while the service is UNAVAILABLE; ``add_todo`` sends a
-request id so that such a retry can never add twice. ``watch`` reconnects on its own
+Calls whose repetition is harmless are retried with backoff while the service is
+UNAVAILABLE; ``add_todo`` sends a request id so that its retry can never add twice.
+``replace_todos`` and ``remove_todo`` are not retried (UNAVAILABLE may come after the write
+was applied): they raise ``Unavailable`` for the caller to decide. ``watch`` reconnects on its own
 and resumes after the last revision it delivered, so its consumer sees every change
 exactly once, in order, or a RESET snapshot where history was lost.
 """
@@ -202,8 +204,10 @@ class TodoClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any) -> T:
-        for delay in [*self._retry.delays(), None]:
+    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any, *, retry: bool = True) -> T:
+        """One call, retried with backoff while UNAVAILABLE when ``retry``: only for calls whose
+        repetition is harmless, since UNAVAILABLE can also come after the server applied a write."""
+        for delay in [*(self._retry.delays() if retry else ()), None]:
             try:
                 return await rpc(request, timeout=self._timeout)
             except grpc.aio.AioRpcError as error:
@@ -251,6 +255,7 @@ class TodoClient:
             pb.ReplaceTodosRequest(
                 session_id=session_id, todos=[todo_to_pb(t) for t in todos], expected_revision=expected_revision
             ),
+            retry=False,  # todos without ids would be added twice
         )
         return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
 
@@ -297,6 +302,7 @@ class TodoClient:
         response = await self._call(
             self._stub.RemoveTodo,
             pb.RemoveTodoRequest(session_id=session_id, todo_id=todo_id, expected_revision=expected_revision),
+            retry=False,  # a repeat of a removal that happened would be NOT_FOUND
         )
         return response.revision
 

@@ -124,6 +124,14 @@ async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool)
 async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
     store = store if store is not None else open_store(settings.store, settings.history_limit)
     await store.open()
+    try:
+        return await _serve(settings, store)
+    except BaseException:
+        await store.close()  # e.g. the port is taken: never leave the store open
+        raise
+
+
+async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     limits = settings.limits()
     book = TodoBook(store, WatchHub(settings.watch_buffer, limits.max_watchers), limits, settings.progress_interval)
 

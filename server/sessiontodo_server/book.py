@@ -223,12 +223,12 @@ class TodoBook:
                         break
                     yield change
                     last = change.revision
+                if isinstance(subscription.closed, Change):  # removed: the store holds nothing of ours
+                    yield subscription.closed
+                    return
                 if lagged and (latest := await self._store.get(session_id)) and latest.revision > last:
                     yield _reset(latest)
                     last = latest.revision
-                if isinstance(subscription.closed, Change):
-                    yield subscription.closed
-                    return
         finally:
             self._hub.unsubscribe(subscription)
 

@@ -119,14 +119,14 @@ def _enum_violations(status: str | None, priority: str | None, field: str) -> li
     return violations
 
 
-def _draft_violations(draft: TodoDraft, field: str, limits: Limits) -> list[tuple[str, str]]:
-    violations = _enum_violations(draft.status, draft.priority, f"{field}.")
+def _draft_violations(draft: TodoDraft, prefix: str, limits: Limits) -> list[tuple[str, str]]:
+    violations = _enum_violations(draft.status, draft.priority, prefix)
     if not draft.content.strip():
-        violations.append((f"{field}.content", "must not be empty"))
+        violations.append((f"{prefix}content", "must not be empty"))
     elif len(draft.content) > limits.max_content_length:
-        violations.append((f"{field}.content", f"must be at most {limits.max_content_length} characters"))
+        violations.append((f"{prefix}content", f"must be at most {limits.max_content_length} characters"))
     if len(draft.id) > limits.max_todo_id_length:
-        violations.append((f"{field}.id", f"must be at most {limits.max_todo_id_length} characters"))
+        violations.append((f"{prefix}id", f"must be at most {limits.max_todo_id_length} characters"))
     return violations
 
 
@@ -155,7 +155,7 @@ def replace_all(drafts: list[TodoDraft], limits: Limits) -> tuple[Todo, ...]:
         violations.append(("todos", f"at most {limits.max_todos_per_session} todos per session"))
     seen: set[str] = set()
     for index, draft in enumerate(drafts):
-        violations += _draft_violations(draft, f"todos[{index}]", limits)
+        violations += _draft_violations(draft, f"todos[{index}].", limits)
         if draft.id:
             if draft.id in seen:
                 violations.append((f"todos[{index}].id", f"duplicate id {draft.id!r}"))
@@ -171,7 +171,7 @@ def insert(
     todos: tuple[Todo, ...], draft: TodoDraft, index: int | None, limits: Limits
 ) -> tuple[tuple[Todo, ...], Todo, int]:
     """Insert at ``index`` (negative: front; None or past the end: append)."""
-    violations = _draft_violations(draft, "todo", limits)
+    violations = _draft_violations(draft, "todo.", limits)
     if draft.id and any(t.id == draft.id for t in todos):
         violations.append(("todo.id", f"duplicate id {draft.id!r}"))
     if violations:
@@ -181,7 +181,8 @@ def insert(
     todo = _materialize(draft)
     position = len(todos) if index is None else min(max(index, 0), len(todos))
     new = (*todos[:position], todo, *todos[position:])
-    _check_size(new, limits, "todo.content")
+    if _list_bytes(new) > limits.max_list_bytes:  # the list is full, like the count limit above
+        raise LimitExceeded("list bytes", limits.max_list_bytes)
     return new, todo, position
 
 
@@ -204,7 +205,7 @@ def update(
     """Change the given fields of one todo; returns the same tuple object when nothing changes."""
     violations = _enum_violations(status, priority, "")
     if content is not None:
-        violations += _draft_violations(TodoDraft(content=content), "update", limits)
+        violations += _draft_violations(TodoDraft(content=content), "", limits)
     if violations:
         raise InvalidArgument(violations)
     position = _position(todos, session_id, todo_id)
@@ -218,7 +219,7 @@ def update(
     if new == old:
         return todos, old
     updated = (*todos[:position], new, *todos[position + 1 :])
-    _check_size(updated, limits, "update.content")
+    _check_size(updated, limits, "content")
     return updated, new
 
 

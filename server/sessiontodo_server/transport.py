@@ -102,14 +102,23 @@ def session_to_pb(state: SessionState) -> pb.Session:
     )
 
 
-@functools.lru_cache(maxsize=4096)
-def encode_change(change: Change) -> bytes:
-    """One encoding per change, shared by all its watchers (changes hash by identity)."""
+def _encode(change: Change) -> bytes:
     message = pb.WatchTodosResponse(
         kind=_KIND_TO_PB[change.kind], revision=change.revision, todo_id=change.todo_id, session_id=change.session_id
     )
     _add_todos(message.todos, change.todos)
     return message.SerializeToString()
+
+
+_encode_shared = functools.lru_cache(maxsize=4096)(_encode)
+"""One encoding per published change, shared by all its watchers (changes hash by identity)."""
+
+_PER_WATCHER = frozenset({ChangeKind.SNAPSHOT, ChangeKind.RESET, ChangeKind.PROGRESS})
+"""Messages the book makes for one watcher: caching them would only evict shared encodings."""
+
+
+def encode_change(change: Change) -> bytes:
+    return _encode(change) if change.kind in _PER_WATCHER else _encode_shared(change)
 
 
 def _optional(message: Any, field: str) -> Any:

@@ -30,7 +30,7 @@ class Subscription:
         """Why the subscription ended: the session's removal, or the server shutting down."""
 
     def push(self, change: Change) -> None:
-        if self.lagged:
+        if self.lagged or self.closed:
             return
         if len(self._pending) >= self._capacity:
             self._pending.clear()
@@ -97,15 +97,15 @@ class WatchHub:
         self._max_watchers = max_watchers
         self._by_session: dict[str, set[Subscription]] = {}
         self._count = 0
-        self._closed: Unavailable | None = None
+        self._shutting_down = False
 
     @property
     def watcher_count(self) -> int:
         return self._count
 
     def subscribe(self, session_id: str) -> Subscription:
-        if self._closed is not None:
-            raise self._closed
+        if self._shutting_down:
+            raise _shutting_down()
         if self._count >= self._max_watchers:
             raise LimitExceeded("watchers", self._max_watchers)
         subscription = Subscription(session_id, self._buffer_size)
@@ -131,13 +131,21 @@ class WatchHub:
             subscription.push(change)
 
     def end_session(self, removal: Change) -> None:
-        """Give every watcher of a removed session its final message."""
-        for subscription in self._by_session.get(removal.session_id, ()):
+        """Give every watcher of a removed session its final message, and forget them: a session
+        re-created under the same id must never reach its previous incarnation's watchers."""
+        watchers = self._by_session.pop(removal.session_id, ())
+        self._count -= len(watchers)
+        for subscription in watchers:
             subscription.close(removal)
 
     def shut_down(self) -> None:
         """End every watch with UNAVAILABLE and refuse new ones."""
-        self._closed = Unavailable("the server is shutting down; reconnect and resume")
+        self._shutting_down = True
         for watchers in self._by_session.values():
             for subscription in watchers:
-                subscription.close(self._closed)
+                subscription.close(_shutting_down())
+
+
+def _shutting_down() -> Unavailable:
+    """A fresh error per watch: one shared instance would grow its traceback at every raise."""
+    return Unavailable("the server is shutting down; reconnect and resume")

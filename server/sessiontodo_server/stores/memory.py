@@ -8,7 +8,7 @@ durable before it is applied in memory and acknowledged.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,7 +17,7 @@ from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, Session
 from sessiontodo_server.todos import Change, ChangeKind, Todo
 
 REQUEST_WINDOW = 1024
-"""How many AddTodo request ids each session remembers for retries."""
+"""AddTodo request ids are remembered for retries over a session's last this many revisions."""
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ class Journal(Protocol):
 
     def load(
         self,
-    ) -> tuple[int, Iterable[tuple[str, str, int, tuple[Todo, ...]]], Iterable[tuple[str, str, AddResult]]]:
+    ) -> tuple[int, Sequence[tuple[str, str, int, tuple[Todo, ...]]], Iterable[tuple[str, str, AddResult]]]:
         """(removed high-water revision, sessions, remembered requests)."""
 
     def create_session(self, session_id: str, parent_id: str, revision: int) -> None: ...
@@ -153,7 +153,7 @@ class MemoryStore:
         if session.requests is None:
             session.requests = OrderedDict()
         session.requests[request_id] = result
-        if len(session.requests) > REQUEST_WINDOW:
+        while not _in_window(session, next(iter(session.requests.values()))):
             session.requests.popitem(last=False)
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
@@ -169,13 +169,18 @@ class MemoryStore:
         session = self._sessions.get(session_id)
         if session is None or session.requests is None:
             return None
-        return session.requests.get(request_id)
+        result = session.requests.get(request_id)
+        return result if result is not None and _in_window(session, result) else None
 
     def on_external_change(self, listener: Callable[[Change], None]) -> None:
         """Nothing else writes to this store, so there is nothing to listen for."""
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         """An in-process store is always available."""
+
+
+def _in_window(session: _Session, result: AddResult) -> bool:
+    return result.revision >= session.revision - REQUEST_WINDOW
 
 
 def _state(session_id: str, session: _Session) -> SessionState:
