@@ -123,9 +123,6 @@ class WatchHub:
         if not watchers:
             del self._by_session[subscription.session_id]
 
-    def is_watched(self, session_id: str) -> bool:
-        return session_id in self._by_session
-
     def publish(self, change: Change) -> None:
         for subscription in self._by_session.get(change.session_id, ()):
             subscription.push(change)
