@@ -150,7 +150,7 @@ async def test_remove_session_takes_descendants_and_spares_others(store: TodoSto
     assert sorted(change.session_id for change in removed) == ["child", "grandchild", "root"]
     assert {change.reason for change in removed} == {RemovalReason.EXPIRED}
     listed = await store.list_sessions("", 10, EVERY_SESSION)
-    assert [s.session_id for s in listed] == ["other", GLOBAL_SESSION_ID]
+    assert [s.session_id for s in listed] == ["other"]
     assert await store.remove_session("root", RemovalReason.REMOVED) == []
 
 

@@ -150,6 +150,9 @@ class Limits:
     max_batch_size: int = 1000
 
 
+GLOBAL_SESSION_ID = "sessiontodo:global"
+"""RFC-0034's sessionless global list: always exists, never removed, valid whatever the id limits."""
+
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]+")
 _ID_PATTERN_TEXT = "letters, digits and . _ : -"
 
@@ -167,6 +170,8 @@ def session_id_violations(session_id: str, limits: Limits, field: str = "session
     """Empty ids, ids that are too long or use characters outside the documented set."""
     if not session_id:
         return [(field, "is required")]
+    if session_id == GLOBAL_SESSION_ID:
+        return []
     if len(session_id) > limits.max_session_id_length:
         return [(field, f"must be at most {limits.max_session_id_length} characters")]
     if not SESSION_ID_PATTERN.fullmatch(session_id):

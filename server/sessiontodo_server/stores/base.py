@@ -12,10 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sessiontodo_server.todos import Change, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.todos import GLOBAL_SESSION_ID, Change, RemovalReason, SessionFilter, SessionInfo, Todo
 
-GLOBAL_SESSION_ID = "sessiontodo:global"
-"""RFC-0034's sessionless global list: always exists, never removed."""
+__all__ = ["GLOBAL_SESSION_ID", "AddResult", "SessionState", "TodoStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +64,7 @@ class TodoStore(Protocol):
         """Remove every session except the global list."""
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
-        """Matching sessions with ids greater than ``after_id``, in id order."""
+        """Matching sessions with ids greater than ``after_id``, in id order (the global list excluded)."""
 
     async def get(self, session_id: str) -> SessionState | None: ...
 

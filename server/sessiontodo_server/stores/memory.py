@@ -199,7 +199,7 @@ class MemoryStore:
         found = []
         for session_id in self._ids_after(after_id, only):
             session = self._sessions[session_id]
-            if only.matches(session_id, session.info):
+            if session_id != GLOBAL_SESSION_ID and only.matches(session_id, session.info):
                 found.append(_state(session_id, session))
                 if len(found) == limit:
                     break
