@@ -43,7 +43,7 @@ async def read(call: Any, timeout: float = 5.0) -> pb.WatchChangesResponse:
 
 async def read_changes(call: Any, count: int) -> list[pb.WatchChangesResponse]:
     """The next ``count`` messages that are not PROGRESS."""
-    messages = []
+    messages: list[pb.WatchChangesResponse] = []
     while len(messages) < count:
         message = await read(call)
         if message.kind != Kind.CHANGE_KIND_PROGRESS:

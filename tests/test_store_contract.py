@@ -34,7 +34,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         engines: dict[str, Callable[[], TodoStore]] = {
             "memory": lambda: MemoryStore(HISTORY, feed_history=FEED_HISTORY),
             "sqlite": lambda: open_sqlite_store(tmp_path / "todos.db", HISTORY, FEED_HISTORY),
-            "redis": lambda: RedisStore(servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY, FEED_HISTORY),
+            "redis": lambda: RedisStore(
+                servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY, FEED_HISTORY
+            ),
         }
         store = engines[request.param]()
         await store.open()
