@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sessiontodo_server.book import TodoBook
+from sessiontodo_server.stores.base import GLOBAL_SESSION_ID
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.todos import ChangeKind, Limits, TodoDraft
 from sessiontodo_server.watch import WatchHub
@@ -32,7 +33,7 @@ async def test_a_watch_of_a_removed_session_never_sees_the_recreated_session() -
 
 async def test_every_watch_ends_with_its_own_unavailable_error_on_shutdown() -> None:
     book = await make_book()
-    watches = [book.watch("", None) for _ in range(2)]
+    watches = [book.watch(GLOBAL_SESSION_ID, None) for _ in range(2)]
     for watch in watches:
         await anext(watch)
     book.shut_down()

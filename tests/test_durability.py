@@ -10,6 +10,9 @@ import pytest
 from sessiontodo_client import ChangeKind, ServiceError, Todo, TodoClient, TodoStatus
 from support import ServerProcess, eventually
 
+GLOBAL = "sessiontodo:global"
+"""The reserved id of RFC-0034's sessionless global list."""
+
 
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'todos.db'}"  # an absolute path: sqlite:////tmp/...
@@ -20,19 +23,26 @@ async def test_a_restart_restores_sessions_lists_revisions_and_ids(tmp_path: Pat
     with ServerProcess("--store", store) as server:
         async with TodoClient.connect(server.address) as client:
             await client.create_session("parent")
-            await client.create_session("child", parent_id="parent")
+            await client.create_session("child", parent_id="parent", labels={"title": "Child"}, idle_ttl=3600)
             written = await client.replace_todos(
-                "child", [Todo(id="a", content="first"), Todo(content="second", status=TodoStatus.IN_PROGRESS)]
+                "child",
+                [
+                    Todo(id="a", content="first", metadata={"example.com/estimate": "3"}),
+                    Todo(content="second", status=TodoStatus.IN_PROGRESS),
+                ],
             )
-            await client.add_todo("", Todo(content="global"))
+            before = await client.get_session("child")
+            await client.add_todo(GLOBAL, Todo(content="global"))
         assert server.stop() == 0
 
     with ServerProcess("--store", store, port=server.port) as restarted:
         async with TodoClient.connect(restarted.address) as client:
             assert await client.get_todos("child") == written
+            assert await client.get_session("child") == before
+            assert before.labels == {"title": "Child"} and before.idle_ttl == 3600
             sessions = {s.session_id: s.parent_id for s in await client.list_sessions()}
             assert sessions == {"parent": "", "child": "parent"}
-            assert [t.content for t in (await client.get_todos("")).todos] == ["global"]
+            assert [t.content for t in (await client.get_todos(GLOBAL)).todos] == ["global"]
             # The parent link survived too: removing the parent still takes the child.
             assert sorted(await client.remove_session("parent")) == ["child", "parent"]
 

@@ -73,11 +73,12 @@ def error_details(stderr: str) -> list[dict[str, Any]]:
 
 
 class WatchStream:
-    """``grpcurl ... WatchTodos`` left running; messages are read one by one with a bound."""
+    """``grpcurl ... WatchTodos`` (or another streaming rpc) left running; messages are read one
+    by one with a bound."""
 
-    def __init__(self, address: str, request: dict[str, Any]) -> None:
+    def __init__(self, address: str, request: dict[str, Any], method: str = "WatchTodos") -> None:
         self._process = subprocess.Popen(
-            [str(GRPCURL), "-plaintext", "-d", "@", address, f"{SERVICE}/WatchTodos"],
+            [str(GRPCURL), "-plaintext", "-d", "@", address, f"{SERVICE}/{method}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -203,9 +204,50 @@ def test_describe_from_the_proto_file_shows_the_documented_contract() -> None:
 
 
 def test_create_session_creates_the_named_session(address: str) -> None:
-    response = call(address, "CreateSession", {"session_id": "demo"})
+    response = call(address, "CreateSession", {"session_id": "demo", "labels": {"title": "Demo"}, "idle_ttl": "3600s"})
 
-    assert response == {"session": {"session_id": "demo"}, "created": True}
+    session = response["session"]
+    assert response["created"] is True
+    assert session["created_at"] == session["updated_at"] and session["created_at"].endswith("Z")
+    assert {key: session[key] for key in ("session_id", "labels", "idle_ttl")} == {
+        "session_id": "demo",
+        "labels": {"title": "Demo"},
+        "idle_ttl": "3600s",
+    }
+
+
+def test_update_session_sets_and_removes_labels_and_get_session_reads_them(address: str) -> None:
+    call(address, "CreateSession", {"session_id": "demo", "labels": {"title": "Demo", "draft": "yes"}})
+
+    updated = call(
+        address, "UpdateSession", {"session_id": "demo", "labels": {"title": "Final"}, "remove_label_keys": ["draft"]}
+    )
+
+    assert updated["changed"] is True and updated["session"]["revision"] == "1"
+    assert call(address, "GetSession", {"session_id": "demo"})["session"]["labels"] == {"title": "Final"}
+
+
+def test_batch_get_todos_reads_several_lists_and_names_the_missing(address: str) -> None:
+    for session_id in ("a", "b"):
+        call(address, "CreateSession", {"session_id": session_id})
+        call(address, "AddTodo", {"session_id": session_id, "todo": {"content": f"{session_id} task"}})
+
+    response = call(address, "BatchGetTodos", {"session_ids": ["b", "ghost", "a"]})
+
+    assert [(s["session"]["session_id"], s["todos"][0]["content"]) for s in response["sessions"]] == [
+        ("b", "b task"),
+        ("a", "a task"),
+    ]
+    assert response["missing_session_ids"] == ["ghost"]
+
+
+def test_todo_metadata_round_trips_untouched(address: str) -> None:
+    call(address, "CreateSession", {"session_id": "demo"})
+    metadata = {"example.com/estimate": "3", "acp._meta": '{"nested": [1, 2]}'}
+
+    call(address, "ReplaceTodos", {"session_id": "demo", "todos": [{"id": "t", "content": "x", "metadata": metadata}]})
+
+    assert call(address, "GetTodos", {"session_id": "demo"})["todos"][0]["metadata"] == metadata
 
 
 def test_replace_todos_stores_the_list_with_generated_ids_and_enum_names(address: str) -> None:
@@ -399,7 +441,15 @@ def test_an_unknown_session_prints_not_found_with_the_session_id(address: str) -
     assert error_info["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
     assert error_info["domain"] == "sessiontodo.v1"
     assert error_info["reason"] == "SESSION_NOT_FOUND"
-    assert error_info["metadata"] == {"session_id": "nobody"}
+    assert error_info["metadata"] == {"sessionId": "nobody"}
+
+
+def test_an_empty_session_id_prints_invalid_argument(address: str) -> None:
+    result = fail(address, "GetTodos", {})
+
+    assert result.returncode == EXIT_INVALID_ARGUMENT
+    bad_request, _ = error_details(result.stderr)
+    assert bad_request["field_violations"] == [{"field": "session_id", "description": "is required"}]
 
 
 def test_a_stale_expected_revision_prints_aborted_with_both_revisions(address: str) -> None:
@@ -412,4 +462,25 @@ def test_a_stale_expected_revision_prints_aborted_with_both_revisions(address: s
     assert "Code: Aborted" in result.stderr
     [error_info] = error_details(result.stderr)
     assert error_info["reason"] == "REVISION_MISMATCH"
-    assert error_info["metadata"] == {"session_id": "demo", "expected": "0", "actual": "1"}
+    assert error_info["metadata"] == {"sessionId": "demo", "expectedRevision": "0", "actualRevision": "1"}
+
+
+def test_watch_changes_streams_a_snapshot_then_every_session_with_cursors(address: str) -> None:
+    call(address, "CreateSession", {"session_id": "before"})
+
+    with WatchStream(address, {"include_snapshot": True}, method="WatchChanges") as feed:
+        snapshot = [feed.next_message(), feed.next_message()]
+        bookmark = feed.next_message()
+        call(address, "CreateSession", {"session_id": "after", "origin": "grpcurl"})
+        created = feed.next_message()
+
+    assert sorted(m["session_id"] for m in snapshot) == ["before", "sessiontodo:global"]
+    assert {m["kind"] for m in snapshot} == {"CHANGE_KIND_SNAPSHOT"}
+    assert bookmark["kind"] == "CHANGE_KIND_PROGRESS" and bookmark["cursor"]
+    assert (created["kind"], created["session_id"], created["origin"]) == (
+        "CHANGE_KIND_SESSION_CREATED",
+        "after",
+        "grpcurl",
+    )
+    with WatchStream(address, {"after_cursor": bookmark["cursor"]}, method="WatchChanges") as resumed:
+        assert resumed.next_message()["cursor"] == created["cursor"]

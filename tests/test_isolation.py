@@ -6,6 +6,9 @@ import asyncio
 
 from sessiontodo_client import ChangeKind, NotFound, Todo, TodoClient
 
+GLOBAL = "sessiontodo:global"
+"""The reserved id of RFC-0034's sessionless global list."""
+
 
 async def test_two_concurrent_sessions_keep_independent_lists(client: TodoClient) -> None:
     await client.create_session("a")
@@ -23,7 +26,7 @@ async def test_two_concurrent_sessions_keep_independent_lists(client: TodoClient
 
 
 async def test_an_unknown_session_is_not_found_and_never_falls_back_to_the_global_list(client: TodoClient) -> None:
-    await client.replace_todos("", [Todo(content="global")])
+    await client.replace_todos(GLOBAL, [Todo(content="global")])
     try:
         await client.get_todos("nobody")
     except NotFound as error:

@@ -10,6 +10,9 @@ from sessiontodo_client import Aborted, ChangeKind, NotFound, Todo, TodoClient, 
 from sessiontodo_server.app import RunningServer
 from support import eventually
 
+GLOBAL = "sessiontodo:global"
+"""The reserved id of RFC-0034's sessionless global list."""
+
 
 async def test_create_session_is_idempotent_get_or_create(client: TodoClient) -> None:
     first, created = await client.create_session("s")
@@ -64,7 +67,7 @@ async def test_a_recreated_session_starts_empty(client: TodoClient) -> None:
 async def test_remove_all_sessions_clears_every_session_and_spares_the_global_list(
     server: RunningServer, client: TodoClient
 ) -> None:
-    await client.replace_todos("", [Todo(content="global")])
+    await client.replace_todos(GLOBAL, [Todo(content="global")])
     for n in range(5):
         await client.create_session(f"s{n}")
         await client.add_todo(f"s{n}", Todo(content="x"))
@@ -75,14 +78,14 @@ async def test_remove_all_sessions_clears_every_session_and_spares_the_global_li
 
     assert (await asyncio.wait_for(anext(watch), 5)).kind is ChangeKind.SESSION_REMOVED
     assert await client.list_sessions() == []
-    assert [t.content for t in (await client.get_todos("")).todos] == ["global"]
+    assert [t.content for t in (await client.get_todos(GLOBAL)).todos] == ["global"]
     await eventually(lambda: server.book.watcher_count == 0)
 
 
 async def test_sessionless_calls_use_the_global_list(client: TodoClient) -> None:
-    added = await client.add_todo("", Todo(content="cli task"))
-    await client.update_todo("", added.todo.id, status=TodoStatus.COMPLETED)
-    todos = (await client.get_todos("")).todos
+    added = await client.add_todo(GLOBAL, Todo(content="cli task"))
+    await client.update_todo(GLOBAL, added.todo.id, status=TodoStatus.COMPLETED)
+    todos = (await client.get_todos(GLOBAL)).todos
     assert [(t.content, t.status) for t in todos] == [("cli task", TodoStatus.COMPLETED)]
 
 

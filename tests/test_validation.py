@@ -16,6 +16,8 @@ from sessiontodo_server.app import RunningServer
 
 LIMITS = {"max_todos_per_session": 3, "max_content_length": 20, "max_session_id_length": 16, "max_sessions": 2}
 
+GLOBAL = "sessiontodo:global"
+
 
 @pytest.fixture
 async def stub(start: Callable[..., Any]) -> AsyncIterator[pb_grpc.TodoServiceStub]:
@@ -144,8 +146,34 @@ async def test_a_malformed_parent_id_is_invalid(stub: pb_grpc.TodoServiceStub) -
 
 
 async def test_the_global_list_cannot_be_removed(stub: pb_grpc.TodoServiceStub) -> None:
-    code, violations, _ = await failure(stub.RemoveSession(pb.RemoveSessionRequest(session_id="")))
+    code, violations, _ = await failure(stub.RemoveSession(pb.RemoveSessionRequest(session_id=GLOBAL)))
     assert (code, fields(violations)) == (grpc.StatusCode.INVALID_ARGUMENT, ["session_id"])
+
+
+async def test_an_empty_session_id_is_invalid_on_every_rpc(stub: pb_grpc.TodoServiceStub) -> None:
+    """A forgotten session_id must never reach a shared list (RFC-0034's leak)."""
+    calls = [
+        stub.CreateSession(pb.CreateSessionRequest()),
+        stub.GetSession(pb.GetSessionRequest()),
+        stub.UpdateSession(pb.UpdateSessionRequest(labels={"a": "b"})),
+        stub.RemoveSession(pb.RemoveSessionRequest()),
+        stub.GetTodos(pb.GetTodosRequest()),
+        stub.BatchGetTodos(pb.BatchGetTodosRequest(session_ids=["s", ""])),
+        stub.ReplaceTodos(pb.ReplaceTodosRequest(todos=[pb.Todo(content="x")])),
+        stub.AddTodo(pb.AddTodoRequest(todo=pb.Todo(content="x"))),
+        stub.UpdateTodo(pb.UpdateTodoRequest(todo_id="keep", content="x")),
+        stub.RemoveTodo(pb.RemoveTodoRequest(todo_id="keep")),
+    ]
+    for call in calls:
+        code, violations, _ = await failure(call)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert fields(violations) in (["session_id"], ["session_ids[1]"])
+    watch = stub.WatchTodos(pb.WatchTodosRequest())
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await watch.read()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    await assert_unchanged(stub)
+    assert not (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).todos
 
 
 async def test_writes_to_an_unknown_session_are_not_found_and_create_nothing(stub: pb_grpc.TodoServiceStub) -> None:
@@ -161,7 +189,7 @@ async def test_writes_to_an_unknown_session_are_not_found_and_create_nothing(stu
         assert (code, reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
     sessions = await stub.ListSessions(pb.ListSessionsRequest())
     assert [s.session_id for s in sessions.sessions] == ["s"]
-    assert not (await stub.GetTodos(pb.GetTodosRequest(session_id=""))).todos
+    assert not (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).todos
 
 
 async def test_an_unknown_todo_is_not_found(stub: pb_grpc.TodoServiceStub) -> None:
@@ -218,6 +246,6 @@ async def test_a_list_too_large_in_bytes_is_invalid(start: Callable[..., Any]) -
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = pb_grpc.TodoServiceStub(channel)
         todos = [pb.Todo(content="x" * 1000) for _ in range(3)]
-        code, violations, _ = await failure(stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="", todos=todos)))
+        code, violations, _ = await failure(stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id=GLOBAL, todos=todos)))
         assert (code, fields(violations)) == (grpc.StatusCode.INVALID_ARGUMENT, ["todos"])
-        assert not (await stub.GetTodos(pb.GetTodosRequest(session_id=""))).todos
+        assert not (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).todos

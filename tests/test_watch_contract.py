@@ -18,6 +18,9 @@ from support import eventually
 
 Kind = pb.ChangeKind
 
+GLOBAL = "sessiontodo:global"
+"""The reserved id of RFC-0034's sessionless global list."""
+
 
 @pytest.fixture
 async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.TodoServiceStub]:
@@ -243,10 +246,10 @@ async def test_watchers_beyond_the_limit_are_resource_exhausted(start: Callable[
     server = await start(max_watchers=2)
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = pb_grpc.TodoServiceStub(channel)
-        calls = [stub.WatchTodos(pb.WatchTodosRequest(session_id="")) for _ in range(2)]
+        calls = [stub.WatchTodos(pb.WatchTodosRequest(session_id=GLOBAL)) for _ in range(2)]
         for call in calls:
             await read(call)
-        refused = stub.WatchTodos(pb.WatchTodosRequest(session_id=""))
+        refused = stub.WatchTodos(pb.WatchTodosRequest(session_id=GLOBAL))
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await refused.read()
         assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -258,7 +261,7 @@ async def test_shutdown_turns_health_off_and_ends_watches_with_unavailable(start
     server: RunningServer = await start(shutdown_grace=5.0)
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = pb_grpc.TodoServiceStub(channel)
-        call = stub.WatchTodos(pb.WatchTodosRequest(session_id=""))
+        call = stub.WatchTodos(pb.WatchTodosRequest(session_id=GLOBAL))
         await read(call)
         health = health_pb2_grpc.HealthStub(channel)
         assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING

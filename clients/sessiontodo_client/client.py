@@ -4,9 +4,11 @@ The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connec
 Calls whose repetition is harmless are retried with backoff while the service is
 UNAVAILABLE; ``add_todo`` sends a request id so that its retry can never add twice.
 ``replace_todos`` and ``remove_todo`` are not retried (UNAVAILABLE may come after the write
-was applied): they raise ``Unavailable`` for the caller to decide. ``watch`` reconnects on its own
-and resumes after the last revision it delivered, so its consumer sees every change
-exactly once, in order, or a RESET snapshot where history was lost.
+was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
+the id when the caller gives none, so its retry can never create two sessions. ``watch`` and
+``watch_changes`` reconnect on their own and resume after the last revision (cursor) they
+delivered, so their consumer sees every change exactly once, in order, or a RESET where
+history was lost.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -27,7 +31,10 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client.models import (
     AddedTodo,
     ChangeKind,
+    FeedEvent,
+    RemovalReason,
     Session,
+    SessionTodos,
     Todo,
     TodoList,
     TodoPriority,
@@ -45,21 +52,35 @@ _PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.nam
 _STATUS_FROM_PB = {number: status for status, number in _STATUS_TO_PB.items()}
 _PRIORITY_FROM_PB = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
 _KIND_FROM_PB = {pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}"): kind for kind in ChangeKind}
+_REASON_FROM_PB = {pb.RemovalReason.Value(f"REMOVAL_REASON_{reason.name}"): reason for reason in RemovalReason}
 
 
 # Errors
 
 
 class ServiceError(Exception):
-    """A call failed; ``code`` is the gRPC status, ``violations`` the BadRequest details."""
+    """A call failed: ``code`` is the gRPC status; the google.rpc details are unpacked into
+    ``reason`` and ``metadata`` (ErrorInfo: e.g. ``sessionId``, ``actualRevision``),
+    ``violations`` (BadRequest ``(field, description)``), ``quota_violations`` (QuotaFailure
+    ``(subject, description)``) and ``retry_delay`` (RetryInfo, seconds)."""
 
     def __init__(
-        self, code: grpc.StatusCode, message: str, violations: Sequence[tuple[str, str]] = (), reason: str = ""
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        violations: Sequence[tuple[str, str]] = (),
+        reason: str = "",
+        metadata: Mapping[str, str] | None = None,
+        quota_violations: Sequence[tuple[str, str]] = (),
+        retry_delay: float | None = None,
     ):
         self.code = code
         self.message = message
         self.violations = list(violations)
         self.reason = reason
+        self.metadata = dict(metadata or {})
+        self.quota_violations = list(quota_violations)
+        self.retry_delay = retry_delay
         super().__init__(f"{code.name}: {message}")
 
 
@@ -99,20 +120,32 @@ _ERRORS: dict[grpc.StatusCode, type[ServiceError]] = {
 
 def service_error(error: grpc.aio.AioRpcError) -> ServiceError:
     """The typed error for a failed call, with its google.rpc details unpacked."""
-    violations: list[tuple[str, str]] = []
-    reason = ""
+    found: dict[str, Any] = {}
     status = rpc_status.from_call(error)
     for detail in status.details if status else ():
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad_request = error_details_pb2.BadRequest()
-            detail.Unpack(bad_request)
-            violations += [(v.field, v.description) for v in bad_request.field_violations]
-        elif detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            reason = info.reason
-    kind = _ERRORS.get(error.code(), ServiceError)
-    return kind(error.code(), error.details() or "", violations, reason)
+        for name, kind in _DETAILS.items():
+            if detail.Is(kind.DESCRIPTOR):
+                found[name] = kind()
+                detail.Unpack(found[name])
+    info, bad_request = found.get("info"), found.get("bad_request")
+    quota, retry = found.get("quota"), found.get("retry")
+    return _ERRORS.get(error.code(), ServiceError)(
+        error.code(),
+        error.details() or "",
+        [(v.field, v.description) for v in bad_request.field_violations] if bad_request else (),
+        info.reason if info else "",
+        dict(info.metadata) if info else None,
+        [(v.subject, v.description) for v in quota.violations] if quota else (),
+        retry.retry_delay.ToTimedelta().total_seconds() if retry else None,
+    )
+
+
+_DETAILS: dict[str, Any] = {
+    "info": error_details_pb2.ErrorInfo,
+    "bad_request": error_details_pb2.BadRequest,
+    "quota": error_details_pb2.QuotaFailure,
+    "retry": error_details_pb2.RetryInfo,
+}
 
 
 # Conversions
@@ -120,7 +153,11 @@ def service_error(error: grpc.aio.AioRpcError) -> ServiceError:
 
 def todo_to_pb(todo: Todo) -> pb.Todo:
     return pb.Todo(
-        id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority]
+        id=todo.id,
+        content=todo.content,
+        status=_STATUS_TO_PB[todo.status],
+        priority=_PRIORITY_TO_PB[todo.priority],
+        metadata=todo.metadata,
     )
 
 
@@ -130,7 +167,22 @@ def todo_from_pb(todo: pb.Todo) -> Todo:
         content=todo.content,
         status=_STATUS_FROM_PB[todo.status],
         priority=_PRIORITY_FROM_PB[todo.priority],
+        metadata=dict(todo.metadata),
     )
+
+
+def _time_from_pb(timestamp: Any) -> datetime | None:
+    if not (timestamp.seconds or timestamp.nanos):
+        return None
+    return datetime.fromtimestamp(timestamp.seconds + timestamp.nanos / 1e9, UTC)
+
+
+def _duration_to_pb(seconds: float | None) -> Any:
+    if seconds is None:
+        return None
+    duration = duration_pb2.Duration()
+    duration.FromNanoseconds(round(seconds * 1e9))
+    return duration
 
 
 def session_from_pb(session: pb.Session) -> Session:
@@ -139,17 +191,32 @@ def session_from_pb(session: pb.Session) -> Session:
         parent_id=session.parent_id,
         revision=session.revision,
         todo_count=session.todo_count,
+        labels=dict(session.labels),
+        created_at=_time_from_pb(session.created_at),
+        updated_at=_time_from_pb(session.updated_at),
+        idle_ttl=session.idle_ttl.ToNanoseconds() / 1e9 if session.HasField("idle_ttl") else None,
     )
+
+
+def _event_fields(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> dict[str, Any]:
+    return {
+        "session_id": message.session_id,
+        "kind": _KIND_FROM_PB[message.kind],
+        "revision": message.revision,
+        "todo_id": message.todo_id,
+        "todos": [todo_from_pb(todo) for todo in message.todos],
+        "origin": message.origin,
+        "removal_reason": _REASON_FROM_PB.get(message.removal_reason),
+        "session": session_from_pb(message.session) if message.HasField("session") else None,
+    }
 
 
 def event_from_pb(message: pb.WatchTodosResponse) -> WatchEvent:
-    return WatchEvent(
-        session_id=message.session_id,
-        kind=_KIND_FROM_PB[message.kind],
-        revision=message.revision,
-        todo_id=message.todo_id,
-        todos=[todo_from_pb(todo) for todo in message.todos],
-    )
+    return WatchEvent(**_event_fields(message))
+
+
+def feed_event_from_pb(message: pb.WatchChangesResponse) -> FeedEvent:
+    return FeedEvent(**_event_fields(message), cursor=message.cursor)
 
 
 @dataclass(frozen=True)
@@ -217,12 +284,53 @@ class TodoClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def create_session(self, session_id: str = "", parent_id: str = "") -> tuple[Session, bool]:
-        """Get or create; an empty ``session_id`` creates a session with a generated id."""
-        response = await self._call(
-            self._stub.CreateSession, pb.CreateSessionRequest(session_id=session_id, parent_id=parent_id)
+    async def create_session(
+        self,
+        session_id: str = "",
+        parent_id: str = "",
+        *,
+        labels: Mapping[str, str] | None = None,
+        idle_ttl: float | None = None,
+        origin: str = "",
+    ) -> tuple[Session, bool]:
+        """Get or create; without ``session_id`` a fresh id is generated here, once, so that a
+        retried call still creates exactly one session."""
+        request = pb.CreateSessionRequest(
+            session_id=session_id or f"ses_{uuid.uuid4().hex}",
+            parent_id=parent_id,
+            labels=labels,
+            idle_ttl=_duration_to_pb(idle_ttl),
+            origin=origin,
         )
+        response = await self._call(self._stub.CreateSession, request)
         return session_from_pb(response.session), response.created
+
+    async def get_session(self, session_id: str) -> Session:
+        response = await self._call(self._stub.GetSession, pb.GetSessionRequest(session_id=session_id))
+        return session_from_pb(response.session)
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        remove_labels: Iterable[str] = (),
+        idle_ttl: float | None = None,
+        expected_revision: int | None = None,
+        origin: str = "",
+    ) -> tuple[Session, bool]:
+        """Set and remove labels and/or change the idle TTL (0: never expire); returns the
+        session and whether anything changed (a repeat changes nothing, so it is retried)."""
+        request = pb.UpdateSessionRequest(
+            session_id=session_id,
+            labels=labels,
+            remove_label_keys=list(remove_labels),
+            idle_ttl=_duration_to_pb(idle_ttl),
+            expected_revision=expected_revision,
+            origin=origin,
+        )
+        response = await self._call(self._stub.UpdateSession, request)
+        return session_from_pb(response.session), response.changed
 
     async def remove_session(self, session_id: str) -> list[str]:
         """Remove a session and its descendants; returns their ids (empty if it did not exist)."""
@@ -233,12 +341,13 @@ class TodoClient:
         response = await self._call(self._stub.RemoveAllSessions, pb.RemoveAllSessionsRequest())
         return response.removed_count
 
-    async def list_sessions(self) -> list[Session]:
-        """Every session, following pages."""
+    async def list_sessions(self, *, parent_id: str = "", labels: Mapping[str, str] | None = None) -> list[Session]:
+        """Every session (or the children of ``parent_id``, those carrying ``labels``), following pages."""
         sessions: list[Session] = []
         token = ""
         while True:
-            response = await self._call(self._stub.ListSessions, pb.ListSessionsRequest(page_token=token))
+            request = pb.ListSessionsRequest(page_token=token, parent_id=parent_id, labels=labels)
+            response = await self._call(self._stub.ListSessions, request)
             sessions += [session_from_pb(s) for s in response.sessions]
             if not (token := response.next_page_token):
                 return sessions
@@ -247,13 +356,25 @@ class TodoClient:
         response = await self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
         return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
 
+    async def batch_get_todos(self, session_ids: Sequence[str]) -> tuple[list[SessionTodos], list[str]]:
+        """The lists of the sessions that exist, in request order, and the ids that name none."""
+        response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
+        found = [
+            SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
+            for entry in response.sessions
+        ]
+        return found, list(response.missing_session_ids)
+
     async def replace_todos(
-        self, session_id: str, todos: Sequence[Todo], expected_revision: int | None = None
+        self, session_id: str, todos: Sequence[Todo], expected_revision: int | None = None, *, origin: str = ""
     ) -> TodoList:
         response = await self._call(
             self._stub.ReplaceTodos,
             pb.ReplaceTodosRequest(
-                session_id=session_id, todos=[todo_to_pb(t) for t in todos], expected_revision=expected_revision
+                session_id=session_id,
+                todos=[todo_to_pb(t) for t in todos],
+                expected_revision=expected_revision,
+                origin=origin,
             ),
             retry=False,  # todos without ids would be added twice
         )
@@ -266,6 +387,8 @@ class TodoClient:
         index: int | None = None,
         expected_revision: int | None = None,
         request_id: str | None = None,
+        *,
+        origin: str = "",
     ) -> AddedTodo:
         request = pb.AddTodoRequest(
             session_id=session_id,
@@ -273,6 +396,7 @@ class TodoClient:
             index=index,
             expected_revision=expected_revision,
             request_id=request_id or uuid.uuid4().hex,
+            origin=origin,
         )
         response = await self._call(self._stub.AddTodo, request)
         return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
@@ -285,7 +409,10 @@ class TodoClient:
         content: str | None = None,
         status: TodoStatus | None = None,
         priority: TodoPriority | None = None,
+        metadata: Mapping[str, str] | None = None,
+        remove_metadata: Iterable[str] = (),
         expected_revision: int | None = None,
+        origin: str = "",
     ) -> UpdatedTodo:
         request = pb.UpdateTodoRequest(
             session_id=session_id,
@@ -293,15 +420,22 @@ class TodoClient:
             content=content,
             status=_STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED,
             priority=_PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED,
+            metadata=metadata,
+            remove_metadata_keys=list(remove_metadata),
             expected_revision=expected_revision,
+            origin=origin,
         )
         response = await self._call(self._stub.UpdateTodo, request)
         return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
 
-    async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None = None) -> int:
+    async def remove_todo(
+        self, session_id: str, todo_id: str, expected_revision: int | None = None, *, origin: str = ""
+    ) -> int:
         response = await self._call(
             self._stub.RemoveTodo,
-            pb.RemoveTodoRequest(session_id=session_id, todo_id=todo_id, expected_revision=expected_revision),
+            pb.RemoveTodoRequest(
+                session_id=session_id, todo_id=todo_id, expected_revision=expected_revision, origin=origin
+            ),
             retry=False,  # a repeat of a removal that happened would be NOT_FOUND
         )
         return response.revision
@@ -335,6 +469,56 @@ class TodoClient:
                 if error.code() != grpc.StatusCode.UNAVAILABLE:
                     raise service_error(error) from None
                 log.debug("watch of %s interrupted, resuming after %s", session_id, after_revision)
+                await asyncio.sleep(self._retry.delay(attempt))
+                attempt += 1
+            finally:
+                call.cancel()
+
+    async def watch_changes(
+        self,
+        after_cursor: str | None = None,
+        *,
+        include_snapshot: bool = False,
+        session_ids: Sequence[str] = (),
+        parent_id: str = "",
+        labels: Mapping[str, str] | None = None,
+        include_progress: bool = False,
+    ) -> AsyncGenerator[FeedEvent, None]:
+        """The server-wide feed (``WatchChanges``), across reconnects, for as long as it is read.
+
+        While the service is UNAVAILABLE it reconnects for ever (with capped backoff) and
+        resumes after the last cursor it received. A snapshot cut short by a disconnect is
+        started again, announced by a RESET (empty session id) as the server would. PROGRESS
+        messages (the end-of-snapshot bookmark among them) are yielded only with
+        ``include_progress``. Breaking out of the loop cancels the underlying call.
+        """
+        only = pb.SessionFilter(session_ids=session_ids, parent_id=parent_id, labels=labels)
+        cursor = after_cursor or ""
+        snapshot = include_snapshot and not cursor
+        in_snapshot = False
+        attempt = 0
+        while True:
+            request = pb.WatchChangesRequest(after_cursor=cursor, include_snapshot=snapshot, filter=only)
+            call = self._stub.WatchChanges(request)
+            try:
+                if in_snapshot:
+                    yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
+                async for message in call:
+                    attempt = 0
+                    event = feed_event_from_pb(message)
+                    starts = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET)
+                    in_snapshot = starts or (in_snapshot and not event.cursor)
+                    if event.cursor:
+                        cursor, snapshot = event.cursor, False
+                    if event.kind is not ChangeKind.PROGRESS or include_progress:
+                        yield event
+                return
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise service_error(error) from None
+                if in_snapshot:  # a partial snapshot cannot be resumed: ask for a whole one
+                    cursor, snapshot = "", True
+                log.debug("feed interrupted, resuming after %r", cursor)
                 await asyncio.sleep(self._retry.delay(attempt))
                 attempt += 1
             finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -29,6 +30,13 @@ class ChangeKind(StrEnum):
     TODO_REMOVED = "todo_removed"
     SESSION_REMOVED = "session_removed"
     PROGRESS = "progress"
+    SESSION_CREATED = "session_created"
+    SESSION_UPDATED = "session_updated"
+
+
+class RemovalReason(StrEnum):
+    REMOVED = "removed"
+    EXPIRED = "expired"
 
 
 class Todo(BaseModel):
@@ -40,6 +48,8 @@ class Todo(BaseModel):
     content: str
     status: TodoStatus = TodoStatus.PENDING
     priority: TodoPriority = TodoPriority.MEDIUM
+    metadata: dict[str, str] = {}
+    """Free-form entries stored and returned untouched."""
 
 
 class Session(BaseModel):
@@ -49,6 +59,20 @@ class Session(BaseModel):
     parent_id: str = ""
     revision: int = 0
     todo_count: int = 0
+    labels: dict[str, str] = {}
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    idle_ttl: float | None = None
+    """Seconds without a change before the session expires; None: never."""
+
+
+class SessionTodos(BaseModel):
+    """A session with its list (``BatchGetTodos``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: Session
+    todos: list[Todo]
 
 
 class TodoList(BaseModel):
@@ -86,3 +110,14 @@ class WatchEvent(BaseModel):
     revision: int
     todo_id: str = ""
     todos: list[Todo] = []
+    origin: str = ""
+    """Who made the change (the ``origin`` its write gave)."""
+    removal_reason: RemovalReason | None = None
+    session: Session | None = None
+    """The session's metadata after the change; None on PROGRESS."""
+
+
+class FeedEvent(WatchEvent):
+    """One message of the server-wide feed (``watch_changes``): a watch message plus its cursor."""
+
+    cursor: str = ""

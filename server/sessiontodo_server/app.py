@@ -6,6 +6,7 @@ what production runs.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from dataclasses import dataclass
@@ -28,23 +29,23 @@ from sessiontodo_server.watch import WatchHub
 log = logging.getLogger(__name__)
 
 
-def open_store(url: str, history_limit: int) -> TodoStore:
+def open_store(url: str, history_limit: int, feed_history: int = 4096) -> TodoStore:
     """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
     ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis."""
     scheme = urlsplit(url).scheme
     if scheme == "memory":
-        return MemoryStore(history_limit)
+        return MemoryStore(history_limit, feed_history=feed_history)
     if scheme == "sqlite":
         path = url.removeprefix("sqlite:///")
         if not path or path == url:
             raise ValueError(
                 f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
             )
-        return open_sqlite_store(Path(path), history_limit)
+        return open_sqlite_store(Path(path), history_limit, feed_history)
     if scheme in ("redis", "rediss"):
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
-        return RedisStore(url, history_limit)
+        return RedisStore(url, history_limit, feed_history)
     raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or redis://host:port/db")
 
 
@@ -94,6 +95,7 @@ class RunningServer:
     store: TodoStore
     health: health.aio.HealthServicer
     shutdown_grace: float
+    expiry: asyncio.Task[None]
 
     @property
     def address(self) -> str:
@@ -102,6 +104,7 @@ class RunningServer:
     async def stop(self) -> None:
         """Health NOT_SERVING, watches end with UNAVAILABLE, then stop within the grace period."""
         await self.health.enter_graceful_shutdown()
+        self.expiry.cancel()
         self.book.shut_down()
         await self.server.stop(self.shutdown_grace)
         await self.store.close()
@@ -122,7 +125,7 @@ async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool)
 
 
 async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
-    store = store if store is not None else open_store(settings.store, settings.history_limit)
+    store = store if store is not None else open_store(settings.store, settings.history_limit, settings.feed_history)
     await store.open()
     try:
         return await _serve(settings, store)
@@ -133,7 +136,8 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
 
 async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     limits = settings.limits()
-    book = TodoBook(store, WatchHub(settings.watch_buffer, limits.max_watchers), limits, settings.progress_interval)
+    hub = WatchHub(settings.watch_buffer, limits.max_watchers)
+    book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl)
 
     server = grpc.aio.server(options=_server_options(settings))
     add_todo_service(server, TodoServicer(book))
@@ -147,5 +151,6 @@ async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     # A store shared with other replicas reports whether it is reachable; health follows it.
     store.on_availability_change(functools.partial(_set_health, health_servicer))
     await _set_health(health_servicer, True)
+    expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
     log.info("serving on %s:%d with store %s", settings.host, port, _without_password(settings.store))
-    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace)
+    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace, expiry)

@@ -1,21 +1,41 @@
-"""TodoBook: the service in domain terms — sessions, their lists, and watches.
+"""TodoBook: the service in domain terms — sessions, their lists, watches and the feed.
 
 Writes are read-modify-compare-and-set against the store, so they stay correct when
 several replicas share one store; every committed change is published to this process's
-watchers of that session only.
+watchers of that session only, and to the feeds whose filter it matches.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import hashlib
 import logging
-from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from sessiontodo_server import todos as ops
-from sessiontodo_server.errors import InvalidArgument, RevisionMismatch, SessionNotFound, Unavailable
+from sessiontodo_server.errors import (
+    InvalidArgument,
+    RevisionMismatch,
+    SessionNotFound,
+    TodoError,
+    Unavailable,
+)
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore
-from sessiontodo_server.todos import Change, ChangeKind, Limits, Todo, TodoDraft
-from sessiontodo_server.watch import WatchHub
+from sessiontodo_server.todos import (
+    NO_ENTRIES,
+    Change,
+    ChangeKind,
+    Limits,
+    RemovalReason,
+    SessionFilter,
+    SessionInfo,
+    Todo,
+    TodoDraft,
+)
+from sessiontodo_server.watch import Subscription, WatchHub
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +52,8 @@ class _Mutation:
     todos: tuple[Todo, ...]
     todo_id: str = ""
     result: AddResult | None = None
+    info: SessionInfo | None = None
+    """The session's new metadata, when the write changes it (the list may stay)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +67,38 @@ class _Written:
     """The result of an earlier AddTodo with the same request id (then nothing was written)."""
 
     @property
-    def revision(self) -> int:
-        return self.state.revision if self.change is None else self.change.revision
+    def after(self) -> SessionState:
+        """The session as the write left it."""
+        if self.change is None:
+            return self.state
+        assert self.change.info is not None
+        return SessionState(self.state.session_id, self.change.revision, self.change.todos, self.change.info)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedMessage:
+    """One message of ``WatchChanges``: a change and the cursor to resume after it ("" for none)."""
+
+    change: Change
+    cursor: str
 
 
 class TodoBook:
-    def __init__(self, store: TodoStore, hub: WatchHub, limits: Limits, progress_interval: float) -> None:
+    def __init__(
+        self,
+        store: TodoStore,
+        hub: WatchHub,
+        limits: Limits,
+        progress_interval: float,
+        default_idle_ttl: float = 0.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._store = store
         self._hub = hub
         self._limits = limits
         self._progress_interval = progress_interval
+        self._default_idle_ttl = default_idle_ttl
+        self._clock = clock
         store.on_external_change(self._on_external_change)
 
     @property
@@ -63,21 +107,66 @@ class TodoBook:
 
     # Sessions
 
-    async def create_session(self, session_id: str, parent_id: str) -> tuple[SessionState, bool]:
-        ops.check_session_id(session_id, self._limits)
-        ops.check_session_id(parent_id, self._limits, "parent_id")
-        state, created = await self._store.create_session(
-            session_id or ops.new_id("ses"), parent_id, self._limits.max_sessions
-        )
-        if created:
-            log.info("session %s created (parent %r)", state.session_id, parent_id)
-        return state, created
+    async def create_session(
+        self,
+        session_id: str,
+        parent_id: str = "",
+        labels: Mapping[str, str] = NO_ENTRIES,
+        idle_ttl: float | None = None,
+        origin: str = "",
+    ) -> tuple[SessionState, bool]:
+        violations = ops.session_id_violations(session_id, self._limits)
+        if parent_id:
+            violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
+        violations += ops.label_violations(labels, self._limits)
+        if idle_ttl is not None and idle_ttl < 1:
+            violations.append(("idle_ttl", "must be at least one second"))
+        if violations:
+            raise InvalidArgument(violations)
+        ops.check_origin(origin)
+        now = self._clock()
+        ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
+        info = SessionInfo(parent_id, ops.frozen(labels), now, now, ttl)
+        state, created = await self._store.create_session(session_id, info, self._limits.max_sessions, origin)
+        if created is not None:
+            self._hub.publish(created)
+            log.info("session %s created (parent %r)", session_id, parent_id)
+        return state, created is not None
+
+    async def update_session(
+        self,
+        session_id: str,
+        set_labels: Mapping[str, str],
+        remove_label_keys: Sequence[str],
+        idle_ttl: float | None,
+        expected_revision: int | None,
+        origin: str = "",
+    ) -> tuple[SessionState, bool]:
+        violations = ops.label_violations(set_labels, self._limits)
+        violations += ops.check_key_changes(set_labels, remove_label_keys, "remove_label_keys")
+        if idle_ttl is not None and (idle_ttl < 0 or 0 < idle_ttl < 1):
+            violations.append(("idle_ttl", "must be zero (never expire) or at least one second"))
+        if violations:
+            raise InvalidArgument(violations)
+
+        def mutate(state: SessionState) -> _Mutation | None:
+            labels = ops.with_changes(state.info.labels, set_labels, remove_label_keys)
+            if len(labels) > self._limits.max_labels:
+                raise InvalidArgument([("labels", f"at most {self._limits.max_labels} labels")])
+            ttl = state.info.idle_ttl if idle_ttl is None else idle_ttl
+            if labels == state.info.labels and ttl == state.info.idle_ttl:
+                return None
+            info = replace(state.info, labels=labels, idle_ttl=ttl)
+            return _Mutation(ChangeKind.SESSION_UPDATED, state.todos, info=info)
+
+        written = await self._write(session_id, expected_revision, mutate, origin=origin)
+        return written.after, written.change is not None
 
     async def remove_session(self, session_id: str) -> list[str]:
         ops.check_session_id(session_id, self._limits)
         if session_id == GLOBAL_SESSION_ID:
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
-        return self._end(await self._store.remove_session(session_id))
+        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED))
 
     async def remove_all_sessions(self) -> int:
         return len(self._end(await self._store.remove_all_sessions()))
@@ -85,15 +174,22 @@ class TodoBook:
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:
             self._hub.end_session(removal)
-            log.info("session %s removed", removal.session_id)
+            log.info("session %s %s", removal.session_id, removal.reason or RemovalReason.REMOVED)
         return [removal.session_id for removal in removals]
 
-    async def list_sessions(self, page_size: int, page_token: str) -> tuple[list[SessionState], str]:
-        if page_size < 0:
-            raise InvalidArgument([("page_size", "must not be negative")])
+    async def list_sessions(
+        self, page_size: int, page_token: str, parent_id: str = "", labels: Mapping[str, str] = NO_ENTRIES
+    ) -> tuple[list[SessionState], str]:
+        violations = [("page_size", "must not be negative")] if page_size < 0 else []
+        if parent_id:
+            violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
+        violations += ops.label_violations(labels, self._limits)
+        if violations:
+            raise InvalidArgument(violations)
+        only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels))
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        sessions = await self._store.list_sessions(page_token, limit)
-        return sessions, (sessions[-1].session_id if len(sessions) == limit else "")
+        sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
+        return sessions, (_page_token(sessions[-1].session_id, only) if len(sessions) == limit else "")
 
     async def get(self, session_id: str) -> SessionState:
         ops.check_session_id(session_id, self._limits)
@@ -102,9 +198,35 @@ class TodoBook:
             raise SessionNotFound(session_id)
         return state
 
+    async def batch_get(self, session_ids: Sequence[str]) -> tuple[list[SessionState], list[str]]:
+        """The sessions that exist, in request order (each once), and the ids that name none."""
+        if len(session_ids) > self._limits.max_batch_size:
+            raise InvalidArgument([("session_ids", f"at most {self._limits.max_batch_size} ids")])
+        unique = list(dict.fromkeys(session_ids))
+        violations = self._ids_violations(unique, "session_ids")
+        if violations:
+            raise InvalidArgument(violations)
+        found, missing = [], []
+        for session_id in unique:
+            state = await self._store.get(session_id)
+            if state is None:
+                missing.append(session_id)
+            else:
+                found.append(state)
+        return found, missing
+
+    def _ids_violations(self, session_ids: Sequence[str], field: str) -> list[tuple[str, str]]:
+        return [
+            violation
+            for i, session_id in enumerate(session_ids)
+            for violation in ops.session_id_violations(session_id, self._limits, f"{field}[{i}]")
+        ]
+
     # Writes
 
-    async def replace(self, session_id: str, drafts: list[TodoDraft], expected_revision: int | None) -> SessionState:
+    async def replace(
+        self, session_id: str, drafts: list[TodoDraft], expected_revision: int | None, origin: str = ""
+    ) -> SessionState:
         todos = ops.replace_all(drafts, self._limits)
 
         def mutate(state: SessionState) -> _Mutation | None:
@@ -113,13 +235,16 @@ class TodoBook:
                 return None
             return _Mutation(ChangeKind.TODOS_REPLACED, todos)
 
-        written = await self._write(session_id, expected_revision, mutate)
-        if written.change is None:
-            return written.state
-        return SessionState(session_id, written.state.parent_id, written.change.revision, written.change.todos)
+        return (await self._write(session_id, expected_revision, mutate, origin=origin)).after
 
     async def add(
-        self, session_id: str, draft: TodoDraft, index: int | None, expected_revision: int | None, request_id: str
+        self,
+        session_id: str,
+        draft: TodoDraft,
+        index: int | None,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str = "",
     ) -> AddResult:
         if len(request_id) > self._limits.max_todo_id_length:
             raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
@@ -129,7 +254,7 @@ class TodoBook:
             result = AddResult(todo, position, state.revision + 1)
             return _Mutation(ChangeKind.TODO_ADDED, todos, todo.id, result)
 
-        written = await self._write(session_id, expected_revision, mutate, request_id)
+        written = await self._write(session_id, expected_revision, mutate, request_id, origin)
         if written.previous is not None:
             return written.previous
         assert written.mutation is not None and written.mutation.result is not None
@@ -143,21 +268,26 @@ class TodoBook:
         status: str | None,
         priority: str | None,
         expected_revision: int | None,
+        set_metadata: Mapping[str, str] = NO_ENTRIES,
+        remove_metadata_keys: Sequence[str] = (),
+        origin: str = "",
     ) -> tuple[Todo, int, bool]:
         def mutate(state: SessionState) -> _Mutation | None:
-            todos, _ = ops.update(state.todos, session_id, todo_id, content, status, priority, self._limits)
+            todos, _ = ops.update(
+                state.todos, session_id, todo_id, content, status, priority, self._limits,
+                set_metadata, remove_metadata_keys,
+            )  # fmt: skip
             return None if todos is state.todos else _Mutation(ChangeKind.TODO_UPDATED, todos, todo_id)
 
-        written = await self._write(session_id, expected_revision, mutate)
-        todos = written.state.todos if written.change is None else written.change.todos
-        todo = next(todo for todo in todos if todo.id == todo_id)
-        return todo, written.revision, written.change is not None
+        after = (written := await self._write(session_id, expected_revision, mutate, origin=origin)).after
+        todo = next(todo for todo in after.todos if todo.id == todo_id)
+        return todo, after.revision, written.change is not None
 
-    async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None) -> int:
+    async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None, origin: str = "") -> int:
         def mutate(state: SessionState) -> _Mutation:
             return _Mutation(ChangeKind.TODO_REMOVED, ops.remove(state.todos, session_id, todo_id), todo_id)
 
-        return (await self._write(session_id, expected_revision, mutate)).revision
+        return (await self._write(session_id, expected_revision, mutate, origin=origin)).after.revision
 
     async def _write(
         self,
@@ -165,8 +295,10 @@ class TodoBook:
         expected_revision: int | None,
         mutate: Callable[[SessionState], _Mutation | None],
         request_id: str = "",
+        origin: str = "",
     ) -> _Written:
         """Read, mutate, compare-and-set; retried only when another writer won the race."""
+        ops.check_origin(origin)
         for _ in range(_COMMIT_ATTEMPTS):
             state = await self.get(session_id)
             if request_id and (previous := await self._store.find_request(session_id, request_id)):
@@ -176,11 +308,14 @@ class TodoBook:
             mutation = mutate(state)
             if mutation is None:
                 return _Written(state)
-            change = Change(session_id, mutation.kind, state.revision + 1, mutation.todos, mutation.todo_id)
+            info = replace(mutation.info or state.info, updated_at=self._clock())
+            change = Change(
+                session_id, mutation.kind, state.revision + 1, mutation.todos, mutation.todo_id, info, origin
+            )
             request = (request_id, mutation.result) if request_id and mutation.result else None
-            if await self._store.commit(change, request):
-                self._hub.publish(change)
-                return _Written(state, mutation, change)
+            if (committed := await self._store.commit(change, request)) is not None:
+                self._hub.publish(committed)
+                return _Written(state, mutation, committed)
         raise Unavailable(f"session {session_id!r} is under too much write contention; retry")
 
     def _on_external_change(self, change: Change) -> None:
@@ -188,6 +323,24 @@ class TodoBook:
             self._hub.end_session(change)
         else:
             self._hub.publish(change)
+
+    # Expiry
+
+    async def expire_due(self) -> list[str]:
+        """Remove every session whose idle TTL has run out; their ids."""
+        expired: list[str] = []
+        for session_id in await self._store.expired(self._clock()):
+            expired += self._end(await self._store.remove_session(session_id, RemovalReason.EXPIRED))
+        return expired
+
+    async def run_expiry(self, interval: float) -> None:
+        """Expire idle sessions every ``interval`` seconds, for as long as the task runs."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_due()
+            except TodoError as error:  # e.g. the store is unreachable: try again next round
+                log.warning("expiring idle sessions failed: %s", error)
 
     # Watches
 
@@ -199,12 +352,12 @@ class TodoBook:
         try:
             state = await self.get(session_id)
             if after_revision is None:
-                first = [Change(session_id, ChangeKind.SNAPSHOT, state.revision, state.todos)]
+                first = [_whole(state, ChangeKind.SNAPSHOT)]
             elif after_revision == state.revision:
                 first = []
             else:
                 missed = await self._store.changes_after(session_id, after_revision)
-                first = missed if missed is not None else [_reset(state)]
+                first = missed if missed is not None else [_whole(state, ChangeKind.RESET)]
             last = first[-1].revision if first else state.revision
             for change in first:
                 yield change
@@ -227,14 +380,112 @@ class TodoBook:
                     yield subscription.closed
                     return
                 if lagged and (latest := await self._store.get(session_id)) and latest.revision > last:
-                    yield _reset(latest)
+                    yield _whole(latest, ChangeKind.RESET)
                     last = latest.revision
         finally:
             self._hub.unsubscribe(subscription)
+
+    async def feed(
+        self, after_cursor: str, include_snapshot: bool, only: SessionFilter
+    ) -> AsyncGenerator[FeedMessage, None]:
+        """Every matching session's changes, as documented on ``WatchChanges`` in the proto."""
+        resume = self._parse_cursor(after_cursor)
+        violations = self._ids_violations(sorted(only.session_ids), "filter.session_ids")
+        if only.parent_id:
+            violations += ops.session_id_violations(only.parent_id, self._limits, "filter.parent_id")
+        violations += ops.label_violations(only.labels, self._limits, "filter.labels")
+        if violations:
+            raise InvalidArgument(violations)
+        subscription = self._hub.subscribe_feed(only)  # before reading: nothing slips between
+        try:
+            missed = await self._store.feed_after(resume) if resume is not None and resume >= 0 else None
+            if missed is not None:
+                last = resume or 0
+                for change in missed:
+                    if only.matches(change.session_id, change.info):
+                        yield FeedMessage(change, self._cursor(change.cursor))
+                    last = change.cursor
+            elif resume is not None or include_snapshot:
+                if resume is not None:
+                    yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
+                last = 0
+                async for message in self._feed_snapshot(only):
+                    yield message
+                    last = message.change.cursor
+            else:
+                last = self._hub.position
+            async for message in self._feed_changes(subscription, only, last):
+                yield message
+        finally:
+            self._hub.unsubscribe(subscription)
+
+    async def _feed_changes(
+        self, subscription: Subscription, only: SessionFilter, last: int
+    ) -> AsyncGenerator[FeedMessage, None]:
+        while True:
+            if not await subscription.wait(self._progress_interval):
+                last = max(last, self._hub.position)  # nothing pending: every change up to there was seen
+                yield FeedMessage(Change("", ChangeKind.PROGRESS, 0, cursor=last), self._cursor(last))
+                continue
+            if isinstance(subscription.closed, Unavailable):
+                raise subscription.closed
+            lagged = subscription.lagged
+            for change in subscription.drain():
+                if change.cursor > last:
+                    yield FeedMessage(change, self._cursor(change.cursor))
+                    last = change.cursor
+            if lagged:
+                yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
+                async for message in self._feed_snapshot(only):
+                    yield message
+                    last = message.change.cursor
+
+    async def _feed_snapshot(self, only: SessionFilter) -> AsyncGenerator[FeedMessage, None]:
+        """One SNAPSHOT per matching session, then the PROGRESS bookmark carrying the snapshot's cursor."""
+        cursor, states = await self._store.snapshot()
+        for state in states:
+            if only.matches(state.session_id, state.info):
+                yield FeedMessage(_whole(state, ChangeKind.SNAPSHOT), "")
+        yield FeedMessage(Change("", ChangeKind.PROGRESS, 0, cursor=cursor), self._cursor(cursor))
+
+    def _cursor(self, position: int) -> str:
+        return f"{self._store.feed_epoch}.{position}"
+
+    def _parse_cursor(self, cursor: str) -> int | None:
+        """The position of a cursor; -1 for one from another store (never resumable); None for none."""
+        if not cursor:
+            return None
+        epoch, _, position = cursor.rpartition(".")
+        if not epoch or not position.isdigit():
+            raise InvalidArgument([("after_cursor", "is not a cursor this service issued")])
+        return int(position) if epoch == self._store.feed_epoch else -1
 
     def shut_down(self) -> None:
         self._hub.shut_down()
 
 
-def _reset(state: SessionState) -> Change:
-    return Change(state.session_id, ChangeKind.RESET, state.revision, state.todos)
+def _whole(state: SessionState, kind: ChangeKind) -> Change:
+    """A message carrying a session's whole state: SNAPSHOT or RESET."""
+    return Change(state.session_id, kind, state.revision, state.todos, info=state.info)
+
+
+def _filter_digest(only: SessionFilter) -> str:
+    text = repr((only.parent_id, sorted(only.labels.items())))
+    return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+
+
+def _page_token(last_id: str, only: SessionFilter) -> str:
+    return base64.urlsafe_b64encode(f"{_filter_digest(only)}:{last_id}".encode()).decode().rstrip("=")
+
+
+def _page_start(token: str, only: SessionFilter) -> str:
+    """The id a page token continues after; INVALID_ARGUMENT for a token not issued for this filter."""
+    if not token:
+        return ""
+    try:
+        digest, _, last_id = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        digest, last_id = "", ""
+    if digest != _filter_digest(only) or not last_id:
+        raise InvalidArgument([("page_token", "is not a token this service issued for these filters")])
+    return last_id

@@ -46,6 +46,7 @@ class ParentMismatch(TodoError):
 
     def __init__(self, session_id: str, parent_id: str) -> None:
         self.session_id = session_id
+        self.parent_id = parent_id
         super().__init__(f"session {session_id!r} already exists with parent {parent_id!r}")
 
 
@@ -60,3 +61,6 @@ class LimitExceeded(TodoError):
 
 class Unavailable(TodoError):
     """The service cannot serve the call right now (shutting down, store unreachable); retry."""
+
+    retry_after = 1.0
+    """Seconds a client should wait before retrying (sent as google.rpc.RetryInfo)."""

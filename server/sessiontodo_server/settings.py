@@ -24,6 +24,15 @@ class Settings(BaseSettings):
         description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db.",
     )
     history_limit: int = Field(64, ge=0, description="Changes kept per session for resuming watchers.")
+    feed_history: int = Field(
+        4096, ge=0, description="Changes kept server-wide for resuming WatchChanges feeds by cursor."
+    )
+    default_idle_ttl: float = Field(
+        0,
+        ge=0,
+        description="Seconds a session may go without a change before it expires, unless it sets its own; 0 never.",
+    )
+    expiry_interval: float = Field(1.0, gt=0, description="Seconds between checks for expired sessions.")
     watch_buffer: int = Field(256, ge=1, description="Changes buffered per watcher before it is reset.")
     progress_interval: float = Field(10.0, gt=0, description="Seconds between PROGRESS messages on a quiet watch.")
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight calls get to finish on shutdown.")
@@ -42,7 +51,7 @@ class Settings(BaseSettings):
         1 << 20, ge=1024, le=3 << 20, description="Text bytes per list; keeps messages under 4 MiB."
     )
     max_sessions: int = Field(100_000, ge=1)
-    max_watchers: int = Field(20_000, ge=1)
+    max_watchers: int = Field(20_000, ge=1, description="Open WatchTodos and WatchChanges streams, together.")
 
     def limits(self) -> Limits:
         return Limits(

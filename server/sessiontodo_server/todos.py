@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import random
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from types import MappingProxyType
 
 from sessiontodo_server.errors import InvalidArgument, LimitExceeded, TodoNotFound
 
@@ -38,6 +40,21 @@ class ChangeKind(StrEnum):
     TODO_REMOVED = "todo_removed"
     SESSION_REMOVED = "session_removed"
     PROGRESS = "progress"
+    SESSION_CREATED = "session_created"
+    SESSION_UPDATED = "session_updated"
+
+
+class RemovalReason(StrEnum):
+    REMOVED = "removed"
+    EXPIRED = "expired"
+
+
+NO_ENTRIES: Mapping[str, str] = MappingProxyType({})
+"""The empty metadata / labels; mappings held by values are never mutated after creation."""
+
+
+def _no_entries() -> Mapping[str, str]:
+    return NO_ENTRIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +63,7 @@ class Todo:
     content: str
     status: TodoStatus = TodoStatus.PENDING
     priority: TodoPriority = TodoPriority.MEDIUM
+    metadata: Mapping[str, str] = field(default_factory=_no_entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +75,62 @@ class TodoDraft:
     content: str = ""
     status: str | None = None
     priority: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=_no_entries)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """Everything about a session but its list. Times are Unix seconds; ``idle_ttl`` 0 never expires."""
+
+    parent_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=_no_entries)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    idle_ttl: float = 0.0
+
+    @property
+    def expires_at(self) -> float | None:
+        return self.updated_at + self.idle_ttl if self.idle_ttl else None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions a listing or a feed covers; every criterion given must match."""
+
+    session_ids: frozenset[str] = field(default_factory=frozenset)
+    parent_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=_no_entries)
+
+    def matches(self, session_id: str, info: SessionInfo | None) -> bool:
+        if self.session_ids and session_id not in self.session_ids:
+            return False
+        if info is None:
+            return not (self.parent_id or self.labels)
+        if self.parent_id and info.parent_id != self.parent_id:
+            return False
+        return all(info.labels.get(key) == value for key, value in self.labels.items())
+
+
+EVERY_SESSION = SessionFilter()
 
 
 # Identity equality on purpose: a change is an event, and watchers share one encoding
 # of it by identity (see ``transport.encode_change``).
 @dataclass(frozen=True, slots=True, eq=False)
 class Change:
-    """One message of a session's change feed: the full list after the change."""
+    """One message of a session's change feed: the full list and the session's metadata after
+    the change. ``cursor`` is the change's position in the store's server-wide feed (0 for
+    messages made for one watcher: snapshots, resets, progress)."""
 
     session_id: str
     kind: ChangeKind
     revision: int
     todos: tuple[Todo, ...] = ()
     todo_id: str = ""
+    info: SessionInfo | None = None
+    origin: str = ""
+    reason: RemovalReason | None = None
+    cursor: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +144,14 @@ class Limits:
     max_list_bytes: int = 1 << 20
     max_sessions: int = 100_000
     max_watchers: int = 20_000
+    max_metadata_bytes: int = 16 * 1024
+    max_labels: int = 64
+    max_label_value_length: int = 4096
+    max_batch_size: int = 1000
 
+
+GLOBAL_SESSION_ID = "sessiontodo:global"
+"""RFC-0034's sessionless global list: always exists, never removed, valid whatever the id limits."""
 
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]+")
 _ID_PATTERN_TEXT = "letters, digits and . _ : -"
@@ -98,12 +166,64 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{_ids.getrandbits(64):016x}"
 
 
-def check_session_id(session_id: str, limits: Limits, field: str = "session_id") -> None:
-    """Reject ids that are too long or use characters outside the documented set."""
+def session_id_violations(session_id: str, limits: Limits, field: str = "session_id") -> list[tuple[str, str]]:
+    """Empty ids, ids that are too long or use characters outside the documented set."""
+    if not session_id:
+        return [(field, "is required")]
+    if session_id == GLOBAL_SESSION_ID:
+        return []
     if len(session_id) > limits.max_session_id_length:
-        raise InvalidArgument([(field, f"must be at most {limits.max_session_id_length} characters")])
-    if session_id and not SESSION_ID_PATTERN.fullmatch(session_id):
-        raise InvalidArgument([(field, f"may only contain {_ID_PATTERN_TEXT}")])
+        return [(field, f"must be at most {limits.max_session_id_length} characters")]
+    if not SESSION_ID_PATTERN.fullmatch(session_id):
+        return [(field, f"may only contain {_ID_PATTERN_TEXT}")]
+    return []
+
+
+def check_session_id(session_id: str, limits: Limits, field: str = "session_id") -> None:
+    if violations := session_id_violations(session_id, limits, field):
+        raise InvalidArgument(violations)
+
+
+LABEL_KEY_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,128}")
+METADATA_KEY_MAX_LENGTH = 128
+MAX_ORIGIN_LENGTH = 128
+
+
+def label_violations(labels: Mapping[str, str], limits: Limits, field: str = "labels") -> list[tuple[str, str]]:
+    violations = []
+    if len(labels) > limits.max_labels:
+        violations.append((field, f"at most {limits.max_labels} labels"))
+    for key, value in labels.items():
+        if not LABEL_KEY_PATTERN.fullmatch(key):
+            violations.append((f"{field}[{key[:64]!r}]", "keys are 1 to 128 letters, digits and . _ / -"))
+        elif len(value) > limits.max_label_value_length:
+            violations.append((f"{field}[{key!r}]", f"must be at most {limits.max_label_value_length} characters"))
+    return violations
+
+
+def check_origin(origin: str) -> None:
+    if len(origin) > MAX_ORIGIN_LENGTH:
+        raise InvalidArgument([("origin", f"must be at most {MAX_ORIGIN_LENGTH} characters")])
+
+
+def check_key_changes(set_keys: Iterable[str], removed: Iterable[str], field: str) -> list[tuple[str, str]]:
+    """A key both set and removed in one update is ambiguous."""
+    both = sorted(set(set_keys) & set(removed))
+    return [(field, f"{key[:64]!r} is both set and removed") for key in both[:10]]
+
+
+def frozen(entries: Mapping[str, str]) -> Mapping[str, str]:
+    """Labels or metadata as held by values: read-only, the shared empty mapping when empty."""
+    return MappingProxyType(dict(entries)) if entries else NO_ENTRIES
+
+
+def with_changes(
+    entries: Mapping[str, str], set_entries: Mapping[str, str], removed: Iterable[str]
+) -> Mapping[str, str]:
+    updated = {**entries, **set_entries}
+    for key in removed:
+        updated.pop(key, None)
+    return frozen(updated)
 
 
 _STATUSES = {status.value: status for status in TodoStatus}
@@ -127,7 +247,22 @@ def _draft_violations(draft: TodoDraft, prefix: str, limits: Limits) -> list[tup
         violations.append((f"{prefix}content", f"must be at most {limits.max_content_length} characters"))
     if len(draft.id) > limits.max_todo_id_length:
         violations.append((f"{prefix}id", f"must be at most {limits.max_todo_id_length} characters"))
+    return violations + _metadata_violations(draft.metadata, f"{prefix}metadata", limits)
+
+
+def _metadata_violations(metadata: Mapping[str, str], field: str, limits: Limits) -> list[tuple[str, str]]:
+    violations = [
+        (field, f"keys are 1 to {METADATA_KEY_MAX_LENGTH} characters")
+        for key in metadata
+        if not 0 < len(key) <= METADATA_KEY_MAX_LENGTH
+    ][:1]
+    if _entries_bytes(metadata) > limits.max_metadata_bytes:
+        violations.append((field, f"keys and values must total at most {limits.max_metadata_bytes} bytes"))
     return violations
+
+
+def _entries_bytes(entries: Mapping[str, str]) -> int:
+    return sum(len(key.encode()) + len(value.encode()) for key, value in entries.items())
 
 
 def _materialize(draft: TodoDraft) -> Todo:
@@ -136,11 +271,12 @@ def _materialize(draft: TodoDraft) -> Todo:
         content=draft.content,
         status=_STATUSES[draft.status] if draft.status else TodoStatus.PENDING,
         priority=_PRIORITIES[draft.priority] if draft.priority else TodoPriority.MEDIUM,
+        metadata=frozen(draft.metadata),
     )
 
 
 def _list_bytes(todos: tuple[Todo, ...]) -> int:
-    return sum(len(t.content.encode()) + len(t.id) for t in todos)
+    return sum(len(t.content.encode()) + len(t.id) + (_entries_bytes(t.metadata) if t.metadata else 0) for t in todos)
 
 
 def _check_size(todos: tuple[Todo, ...], limits: Limits, field: str) -> None:
@@ -201,20 +337,29 @@ def update(
     status: str | None,
     priority: str | None,
     limits: Limits,
+    set_metadata: Mapping[str, str] = NO_ENTRIES,
+    remove_metadata: Iterable[str] = (),
 ) -> tuple[tuple[Todo, ...], Todo]:
     """Change the given fields of one todo; returns the same tuple object when nothing changes."""
+    remove_metadata = tuple(remove_metadata)
     violations = _enum_violations(status, priority, "")
     if content is not None:
         violations += _draft_violations(TodoDraft(content=content), "", limits)
+    violations += _metadata_violations(set_metadata, "metadata", limits)
+    violations += check_key_changes(set_metadata, remove_metadata, "remove_metadata_keys")
     if violations:
         raise InvalidArgument(violations)
     position = _position(todos, session_id, todo_id)
     old = todos[position]
+    metadata = with_changes(old.metadata, set_metadata, remove_metadata) if set_metadata or remove_metadata else None
+    if metadata is not None and _entries_bytes(metadata) > limits.max_metadata_bytes:
+        raise InvalidArgument([("metadata", f"keys and values must total at most {limits.max_metadata_bytes} bytes")])
     new = replace(
         old,
         content=old.content if content is None else content,
         status=_STATUSES[status] if status else old.status,
         priority=_PRIORITIES[priority] if priority else old.priority,
+        metadata=old.metadata if metadata is None else metadata,
     )
     if new == old:
         return todos, old

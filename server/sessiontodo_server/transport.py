@@ -8,6 +8,7 @@ violations, ErrorInfo) that grpcurl and every gRPC client can read.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -21,7 +22,17 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server import errors
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.stores.base import SessionState
-from sessiontodo_server.todos import Change, ChangeKind, Todo, TodoDraft, TodoPriority, TodoStatus
+from sessiontodo_server.todos import (
+    Change,
+    ChangeKind,
+    RemovalReason,
+    SessionFilter,
+    SessionInfo,
+    Todo,
+    TodoDraft,
+    TodoPriority,
+    TodoStatus,
+)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
 ERROR_DOMAIN = "sessiontodo.v1"
@@ -29,6 +40,7 @@ ERROR_DOMAIN = "sessiontodo.v1"
 _STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
 _PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
 _KIND_TO_PB = {kind: pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}") for kind in ChangeKind}
+_REASON_TO_PB = {reason: pb.RemovalReason.Value(f"REMOVAL_REASON_{reason.name}") for reason in RemovalReason}
 _STATUS_FROM_PB: dict[int, TodoStatus] = {number: status for status, number in _STATUS_TO_PB.items()}
 _PRIORITY_FROM_PB: dict[int, TodoPriority] = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
 
@@ -43,9 +55,20 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
     errors.Unavailable: (code_pb2.UNAVAILABLE, "UNAVAILABLE"),
 }
 
+# Error attributes as AIP-193 ErrorInfo metadata keys (lowerCamel).
+_ERROR_METADATA = {
+    "session_id": "sessionId",
+    "todo_id": "todoId",
+    "expected": "expectedRevision",
+    "actual": "actualRevision",
+    "parent_id": "parentId",
+    "limit": "limit",
+    "value": "value",
+}
+
 
 def to_status(error: errors.TodoError) -> status_pb2.Status:
-    """The google.rpc.Status for a domain error."""
+    """The google.rpc.Status for a domain error, with its AIP-193 details."""
     code, reason = _ERROR_TABLE[type(error)]
     status = status_pb2.Status(code=code, message=str(error))
     if isinstance(error, errors.InvalidArgument):
@@ -54,10 +77,17 @@ def to_status(error: errors.TodoError) -> status_pb2.Status:
             for field, description in error.violations
         ]
         status.details.add().Pack(error_details_pb2.BadRequest(field_violations=violations))
+    elif isinstance(error, errors.LimitExceeded):
+        violation = error_details_pb2.QuotaFailure.Violation(subject=error.limit, description=str(error))
+        status.details.add().Pack(error_details_pb2.QuotaFailure(violations=[violation]))
+    elif isinstance(error, errors.Unavailable):
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(int(error.retry_after * 1000))
+        status.details.add().Pack(retry)
     metadata = {
         key: str(value)
-        for key in ("session_id", "todo_id", "expected", "actual", "limit", "value")
-        if (value := getattr(error, key, None)) is not None
+        for attribute, key in _ERROR_METADATA.items()
+        if (value := getattr(error, attribute, None)) is not None
     }
     status.details.add().Pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata))
     return status
@@ -66,19 +96,27 @@ def to_status(error: errors.TodoError) -> status_pb2.Status:
 # Conversions
 
 
+def _todo_fields(todo: Todo) -> dict[str, Any]:
+    fields = {
+        "id": todo.id,
+        "content": todo.content,
+        "status": _STATUS_TO_PB[todo.status],
+        "priority": _PRIORITY_TO_PB[todo.priority],
+    }
+    if todo.metadata:
+        fields["metadata"] = todo.metadata
+    return fields
+
+
 def todo_to_pb(todo: Todo) -> pb.Todo:
-    return pb.Todo(
-        id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority]
-    )
+    return pb.Todo(**_todo_fields(todo))
 
 
 def _add_todos(field: Any, todos: Iterable[Todo]) -> None:
     """Build each todo in place in a repeated field: no intermediate message to copy in."""
     add = field.add
     for todo in todos:
-        add(
-            id=todo.id, content=todo.content, status=_STATUS_TO_PB[todo.status], priority=_PRIORITY_TO_PB[todo.priority]
-        )
+        add(**_todo_fields(todo))
 
 
 def _enum_name(number: int, table: dict[int, Any]) -> str | None:
@@ -92,37 +130,108 @@ def _enum_name(number: int, table: dict[int, Any]) -> str | None:
 
 def draft_from_pb(todo: pb.Todo) -> TodoDraft:
     return TodoDraft(
-        todo.id, todo.content, _enum_name(todo.status, _STATUS_FROM_PB), _enum_name(todo.priority, _PRIORITY_FROM_PB)
+        todo.id,
+        todo.content,
+        _enum_name(todo.status, _STATUS_FROM_PB),
+        _enum_name(todo.priority, _PRIORITY_FROM_PB),
+        dict(todo.metadata),
     )
+
+
+def _fill_session(message: pb.Session, session_id: str, revision: int, todo_count: int, info: SessionInfo) -> None:
+    message.session_id = session_id
+    message.parent_id = info.parent_id
+    message.revision = revision
+    message.todo_count = todo_count
+    _set_time(message.created_at, info.created_at)
+    _set_time(message.updated_at, info.updated_at)
+    if info.labels:
+        message.labels.update(info.labels)
+    if info.idle_ttl:
+        message.idle_ttl.seconds = int(info.idle_ttl)
+        message.idle_ttl.nanos = round(info.idle_ttl % 1 * 1e9)
+
+
+def _set_time(timestamp: Any, seconds: float) -> None:
+    timestamp.seconds = int(seconds)
+    timestamp.nanos = min(round(seconds % 1 * 1e9), 999_999_999)
 
 
 def session_to_pb(state: SessionState) -> pb.Session:
-    return pb.Session(
-        session_id=state.session_id, parent_id=state.parent_id, revision=state.revision, todo_count=len(state.todos)
-    )
+    message = pb.Session()
+    _fill_session(message, state.session_id, state.revision, len(state.todos), state.info)
+    return message
+
+
+def _seconds(duration: Any) -> float:
+    return duration.seconds + duration.nanos / 1e9
 
 
 def _encode(change: Change) -> bytes:
+    """A change as a WatchTodosResponse, which is also the start of its WatchChangesResponse."""
     message = pb.WatchTodosResponse(
-        kind=_KIND_TO_PB[change.kind], revision=change.revision, todo_id=change.todo_id, session_id=change.session_id
+        kind=_KIND_TO_PB[change.kind],
+        revision=change.revision,
+        todo_id=change.todo_id,
+        session_id=change.session_id,
+        origin=change.origin,
+        removal_reason=_REASON_TO_PB[change.reason] if change.reason else pb.REMOVAL_REASON_UNSPECIFIED,
     )
     _add_todos(message.todos, change.todos)
+    if change.info is not None:
+        _fill_session(message.session, change.session_id, change.revision, len(change.todos), change.info)
     return message.SerializeToString()
 
 
-_encode_shared = functools.lru_cache(maxsize=4096)(_encode)
-"""One encoding per published change, shared by all its watchers (changes hash by identity)."""
+class _SharedEncodings:
+    """One encoding per published change, shared by all its watchers and feeds while they drain it.
 
-_PER_WATCHER = frozenset({ChangeKind.SNAPSHOT, ChangeKind.RESET, ChangeKind.PROGRESS})
-"""Messages the book makes for one watcher: caching them would only evict shared encodings."""
+    Bounded by bytes as well as count, so a burst of big lists is never held longer than the
+    fan-out that needs it (changes hash by identity, and the cache holds the change itself, so
+    an entry can never be confused with a later change).
+    """
+
+    def __init__(self, max_entries: int = 256, max_bytes: int = 32 << 20) -> None:
+        self._entries: OrderedDict[Change, bytes] = OrderedDict()
+        self._bytes = 0
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+
+    def __call__(self, change: Change) -> bytes:
+        encoded = self._entries.get(change)
+        if encoded is None:
+            encoded = self._entries[change] = _encode(change)
+            self._bytes += len(encoded)
+            while len(self._entries) > self._max_entries or self._bytes > self._max_bytes:
+                self._bytes -= len(self._entries.popitem(last=False)[1])
+        return encoded
+
+
+_encode_shared = _SharedEncodings()
 
 
 def encode_change(change: Change) -> bytes:
-    return _encode(change) if change.kind in _PER_WATCHER else _encode_shared(change)
+    """Changes made for one watcher (cursor 0: snapshots, resets, progress) are not worth caching."""
+    return _encode_shared(change) if change.cursor else _encode(change)
+
+
+_CURSOR_FIELD = pb.WatchChangesResponse.DESCRIPTOR.fields_by_name["cursor"].number
+
+
+def encode_feed_message(change: Change, cursor: str) -> bytes:
+    """A WatchChangesResponse: the change's shared encoding with the cursor field appended
+    (fields 1 to 8 of both messages are the same, and protobuf messages concatenate)."""
+    if not cursor:
+        return encode_change(change)
+    return encode_change(change) + pb.WatchChangesResponse(cursor=cursor).SerializeToString()
 
 
 def _optional(message: Any, field: str) -> Any:
     return getattr(message, field) if message.HasField(field) else None
+
+
+def _filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
+    return SessionFilter(frozenset(message.session_ids), message.parent_id, dict(message.labels))
 
 
 # Servicer
@@ -149,8 +258,30 @@ class TodoServicer:
 
     @_translating_errors
     async def CreateSession(self, request: pb.CreateSessionRequest, context: Any) -> pb.CreateSessionResponse:
-        state, created = await self._book.create_session(request.session_id, request.parent_id)
+        state, created = await self._book.create_session(
+            request.session_id,
+            request.parent_id,
+            dict(request.labels),
+            _seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
+            request.origin,
+        )
         return pb.CreateSessionResponse(session=session_to_pb(state), created=created)
+
+    @_translating_errors
+    async def GetSession(self, request: pb.GetSessionRequest, context: Any) -> pb.GetSessionResponse:
+        return pb.GetSessionResponse(session=session_to_pb(await self._book.get(request.session_id)))
+
+    @_translating_errors
+    async def UpdateSession(self, request: pb.UpdateSessionRequest, context: Any) -> pb.UpdateSessionResponse:
+        state, changed = await self._book.update_session(
+            request.session_id,
+            dict(request.labels),
+            list(request.remove_label_keys),
+            _seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
+            _optional(request, "expected_revision"),
+            request.origin,
+        )
+        return pb.UpdateSessionResponse(session=session_to_pb(state), changed=changed)
 
     @_translating_errors
     async def RemoveSession(self, request: pb.RemoveSessionRequest, context: Any) -> pb.RemoveSessionResponse:
@@ -165,7 +296,9 @@ class TodoServicer:
 
     @_translating_errors
     async def ListSessions(self, request: pb.ListSessionsRequest, context: Any) -> pb.ListSessionsResponse:
-        sessions, token = await self._book.list_sessions(request.page_size, request.page_token)
+        sessions, token = await self._book.list_sessions(
+            request.page_size, request.page_token, request.parent_id, dict(request.labels)
+        )
         return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
 
     @_translating_errors
@@ -176,9 +309,21 @@ class TodoServicer:
         return response
 
     @_translating_errors
+    async def BatchGetTodos(self, request: pb.BatchGetTodosRequest, context: Any) -> pb.BatchGetTodosResponse:
+        found, missing = await self._book.batch_get(list(request.session_ids))
+        response = pb.BatchGetTodosResponse(missing_session_ids=missing)
+        for state in found:
+            entry = response.sessions.add()
+            _fill_session(entry.session, state.session_id, state.revision, len(state.todos), state.info)
+            _add_todos(entry.todos, state.todos)
+        return response
+
+    @_translating_errors
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
         drafts = [draft_from_pb(todo) for todo in request.todos]
-        state = await self._book.replace(request.session_id, drafts, _optional(request, "expected_revision"))
+        state = await self._book.replace(
+            request.session_id, drafts, _optional(request, "expected_revision"), request.origin
+        )
         response = pb.ReplaceTodosResponse(revision=state.revision)
         _add_todos(response.todos, state.todos)
         return response
@@ -191,6 +336,7 @@ class TodoServicer:
             _optional(request, "index"),
             _optional(request, "expected_revision"),
             request.request_id,
+            request.origin,
         )
         return pb.AddTodoResponse(todo=todo_to_pb(result.todo), index=result.index, revision=result.revision)
 
@@ -203,13 +349,16 @@ class TodoServicer:
             _enum_name(request.status, _STATUS_FROM_PB),
             _enum_name(request.priority, _PRIORITY_FROM_PB),
             _optional(request, "expected_revision"),
+            dict(request.metadata),
+            list(request.remove_metadata_keys),
+            request.origin,
         )
         return pb.UpdateTodoResponse(todo=todo_to_pb(todo), revision=revision, changed=changed)
 
     @_translating_errors
     async def RemoveTodo(self, request: pb.RemoveTodoRequest, context: Any) -> pb.RemoveTodoResponse:
         revision = await self._book.remove_todo(
-            request.session_id, request.todo_id, _optional(request, "expected_revision")
+            request.session_id, request.todo_id, _optional(request, "expected_revision"), request.origin
         )
         return pb.RemoveTodoResponse(revision=revision)
 
@@ -225,10 +374,22 @@ class TodoServicer:
         except errors.TodoError as error:
             await context.abort_with_status(rpc_status.to_status(to_status(error)))
 
+    async def WatchChanges(
+        self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        """The feed, pre-encoded like WatchTodos (and cancelled the same way)."""
+        feed = self._book.feed(request.after_cursor, request.include_snapshot, _filter_from_pb(request.filter))
+        try:
+            async with aclosing(feed) as messages:
+                async for message in messages:
+                    yield encode_feed_message(message.change, message.cursor)
+        except errors.TodoError as error:
+            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+
 
 def add_todo_service(server: grpc.aio.Server, servicer: object) -> None:
     """Register every rpc of the service on ``servicer``'s methods of the same names (the
-    bench's echo baseline registers the same way); WatchTodos sends bytes already encoded."""
+    bench's echo baseline registers the same way); the streams send bytes already encoded."""
     service = pb.DESCRIPTOR.services_by_name["TodoService"]
     handlers = {}
     for method in service.methods:

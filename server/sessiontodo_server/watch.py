@@ -1,9 +1,10 @@
 """Fan-out of changes to watchers, one bounded buffer per watcher.
 
 Publishing never awaits: a change is appended to each watcher of its session (and only
-its session) and the watcher is woken. A watcher whose buffer is full is marked lagged
-and its buffer dropped; it then catches up with one reset snapshot. So a stuck watcher
-costs at most its buffer, and never delays the writer or the other watchers.
+its session), and to each feed whose filter it matches, and they are woken. A watcher whose
+buffer is full is marked lagged and its buffer dropped; it then catches up with one reset
+snapshot. So a stuck watcher costs at most its buffer, and never delays the writer or the
+other watchers.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import asyncio
 from collections import deque
 
 from sessiontodo_server.errors import LimitExceeded, Unavailable
-from sessiontodo_server.todos import Change
+from sessiontodo_server.todos import Change, SessionFilter
 
 
 class Subscription:
-    """One watcher's inbox for one session's changes."""
+    """One watcher's inbox: one session's changes, or (a feed) those of every session ``only`` matches."""
 
-    def __init__(self, session_id: str, capacity: int) -> None:
+    def __init__(self, session_id: str, capacity: int, only: SessionFilter | None = None) -> None:
         self.session_id = session_id
+        self.only = only
         self._capacity = capacity
         self._pending: deque[Change] = deque()
         self._waiter: asyncio.Future[bool] | None = None
@@ -96,25 +98,47 @@ class WatchHub:
         self._buffer_size = buffer_size
         self._max_watchers = max_watchers
         self._by_session: dict[str, set[Subscription]] = {}
+        self._feeds: set[Subscription] = set()
         self._count = 0
         self._shutting_down = False
+        self.position = 0
+        """The cursor of the last change published: every feed has been handed all changes up to it."""
 
     @property
     def watcher_count(self) -> int:
+        """Watchers of one session and feeds: they share the watcher limit."""
         return self._count
 
-    def subscribe(self, session_id: str) -> Subscription:
+    @property
+    def feed_count(self) -> int:
+        return len(self._feeds)
+
+    def _admit(self) -> None:
         if self._shutting_down:
             raise _shutting_down()
         if self._count >= self._max_watchers:
             raise LimitExceeded("watchers", self._max_watchers)
+        self._count += 1
+
+    def subscribe(self, session_id: str) -> Subscription:
+        self._admit()
         subscription = Subscription(session_id, self._buffer_size)
         self._by_session.setdefault(session_id, set()).add(subscription)
-        self._count += 1
+        return subscription
+
+    def subscribe_feed(self, only: SessionFilter) -> Subscription:
+        self._admit()
+        subscription = Subscription("", self._buffer_size, only)
+        self._feeds.add(subscription)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         subscription.disarm()
+        if subscription.only is not None:
+            if subscription in self._feeds:
+                self._feeds.discard(subscription)
+                self._count -= 1
+            return
         watchers = self._by_session.get(subscription.session_id)
         if watchers is None or subscription not in watchers:
             return
@@ -126,6 +150,13 @@ class WatchHub:
     def publish(self, change: Change) -> None:
         for subscription in self._by_session.get(change.session_id, ()):
             subscription.push(change)
+        self._publish_to_feeds(change)
+
+    def _publish_to_feeds(self, change: Change) -> None:
+        for feed in self._feeds:
+            if feed.only is not None and feed.only.matches(change.session_id, change.info):
+                feed.push(change)
+        self.position = max(self.position, change.cursor)
 
     def end_session(self, removal: Change) -> None:
         """Give every watcher of a removed session its final message, and forget them: a session
@@ -134,13 +165,13 @@ class WatchHub:
         self._count -= len(watchers)
         for subscription in watchers:
             subscription.close(removal)
+        self._publish_to_feeds(removal)
 
     def shut_down(self) -> None:
-        """End every watch with UNAVAILABLE and refuse new ones."""
+        """End every watch and feed with UNAVAILABLE and refuse new ones."""
         self._shutting_down = True
-        for watchers in self._by_session.values():
-            for subscription in watchers:
-                subscription.close(_shutting_down())
+        for subscription in [*self._feeds, *(s for watchers in self._by_session.values() for s in watchers)]:
+            subscription.close(_shutting_down())
 
 
 def _shutting_down() -> Unavailable:

@@ -60,9 +60,9 @@ async function failure(method, request) {
   assert.fail(`${method} succeeded`);
 }
 
-/** A WatchTodos stream read message by message, each read bounded in time. No deadline: it is a watch. */
-function watch(request) {
-  const stream = client.WatchTodos(request);
+/** A WatchTodos (or WatchChanges) stream read message by message, each read bounded in time. No deadline: it is a watch. */
+function watch(request, method = 'WatchTodos') {
+  const stream = client[method](request);
   const queued = [];
   let waiting = null;
   const deliver = (item) => {
@@ -182,6 +182,7 @@ describe('writes', () => {
       content: 'plan',
       status: 'TODO_STATUS_COMPLETED',
       priority: 'TODO_PRIORITY_HIGH',
+      metadata: {},
     });
     assert.ok(response.todos[1].id.length > 0);
     assert.equal(response.todos[1].status, 'TODO_STATUS_PENDING');
@@ -221,6 +222,7 @@ describe('writes', () => {
       content: 'ship',
       status: 'TODO_STATUS_IN_PROGRESS',
       priority: 'TODO_PRIORITY_LOW',
+      metadata: {},
     });
   });
 
@@ -338,6 +340,61 @@ describe('watch', () => {
   });
 });
 
+describe('sessions and the feed', () => {
+  test('labels, metadata and origin round-trip, and GetSession reads the session', async () => {
+    const id = sessionId('node-labels');
+    await call('CreateSession', { session_id: id, labels: { title: 'Node' }, idle_ttl: { seconds: 3600 } });
+    await call('ReplaceTodos', { session_id: id, todos: [{ id: 't', content: 'x', metadata: { 'ex.com/k': 'v' } }] });
+
+    const { session } = await call('GetSession', { session_id: id });
+    const { sessions, missing_session_ids } = await call('BatchGetTodos', { session_ids: [id, `${id}-ghost`] });
+
+    assert.deepEqual(session.labels, { title: 'Node' });
+    assert.equal(session.idle_ttl.seconds, '3600');
+    assert.equal(session.revision, '1');
+    assert.deepEqual(sessions[0].todos[0].metadata, { 'ex.com/k': 'v' });
+    assert.deepEqual(missing_session_ids, [`${id}-ghost`]);
+  });
+
+  test('WatchChanges carries other sessions\' lifecycle and writes in order, with cursors to resume after', async () => {
+    const id = sessionId('node-feed');
+    const feed = watch({ include_snapshot: true, filter: { session_ids: [id] } }, 'WatchChanges');
+    try {
+      const bookmark = await feed.next(); // nothing matches yet: the snapshot is just its end
+      assert.equal(bookmark.kind, 'CHANGE_KIND_PROGRESS');
+      await call('CreateSession', { session_id: id, origin: 'node' });
+      await call('AddTodo', { session_id: id, todo: { content: 'a' } });
+      await call('UpdateSession', { session_id: id, labels: { title: 'T' } });
+      await call('RemoveSession', { session_id: id });
+
+      const messages = [await feed.next(), await feed.next(), await feed.next(), await feed.next()];
+
+      assert.deepEqual(
+        messages.map((m) => [m.kind, m.revision]),
+        [
+          ['CHANGE_KIND_SESSION_CREATED', '0'],
+          ['CHANGE_KIND_TODO_ADDED', '1'],
+          ['CHANGE_KIND_SESSION_UPDATED', '2'],
+          ['CHANGE_KIND_SESSION_REMOVED', '3'],
+        ],
+      );
+      assert.equal(messages[0].origin, 'node');
+      assert.equal(messages[3].removal_reason, 'REMOVAL_REASON_REMOVED');
+      assert.deepEqual(messages[2].session.labels, { title: 'T' });
+
+      const resumed = watch({ after_cursor: messages[1].cursor, filter: { session_ids: [id] } }, 'WatchChanges');
+      try {
+        const later = [await resumed.next(), await resumed.next()];
+        assert.deepEqual(later.map((m) => m.cursor), [messages[2].cursor, messages[3].cursor]);
+      } finally {
+        resumed.cancel();
+      }
+    } finally {
+      feed.cancel();
+    }
+  });
+});
+
 describe('errors', () => {
   test('an unknown session is NOT_FOUND with an ErrorInfo naming it', async () => {
     const nobody = sessionId('node-nobody');
@@ -348,7 +405,7 @@ describe('errors', () => {
     assert.deepEqual(richDetails(error)['google.rpc.ErrorInfo'], {
       reason: 'SESSION_NOT_FOUND',
       domain: 'sessiontodo.v1',
-      metadata: { session_id: nobody },
+      metadata: { sessionId: nobody },
     });
   });
 
@@ -377,7 +434,7 @@ describe('errors', () => {
     assert.equal(error.code, grpc.status.ABORTED);
     const info = richDetails(error)['google.rpc.ErrorInfo'];
     assert.equal(info.reason, 'REVISION_MISMATCH');
-    assert.deepEqual(info.metadata, { session_id: id, expected: stale, actual: revision });
+    assert.deepEqual(info.metadata, { sessionId: id, expectedRevision: stale, actualRevision: revision });
   });
 
   test('watching an unknown session fails the stream with NOT_FOUND and its details', async () => {

@@ -1,85 +1,122 @@
 """The in-process store: every session in a dict, optionally written through to a journal.
 
 Methods never await, so within one event loop each call is atomic: compare-and-set
-always sees the latest revision. With a ``Journal`` (the sqlite one) each write is made
-durable before it is applied in memory and acknowledged.
+always sees the latest revision, and a snapshot is one consistent cut of the feed. With a
+``Journal`` (the sqlite one) each write is made durable before it is applied in memory and
+acknowledged.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import os
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState
-from sessiontodo_server.todos import Change, ChangeKind, Todo
+from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionFilter, SessionInfo, Todo
 
 REQUEST_WINDOW = 1024
 """AddTodo request ids are remembered for retries over a session's last this many revisions."""
 
+REMOVED_MARKS = 100_000
+"""Removed ids whose last revision is remembered, so that re-creating one resumes above it.
+Older marks are folded into one floor that every new session then starts from."""
+
 
 @dataclass(slots=True)
 class _Session:
-    parent_id: str
     revision: int
+    info: SessionInfo
     todos: tuple[Todo, ...] = ()
     children: set[str] | None = None
     history: deque[Change] | None = None
     requests: OrderedDict[str, AddResult] | None = None
+    expiry_scheduled: bool = False
+
+
+@dataclass
+class Loaded:
+    """What a journal holds: enough to rebuild the store."""
+
+    feed_epoch: int
+    cursor: int
+    removed_floor: int = 0
+    removed_marks: Sequence[tuple[str, int]] = ()
+    sessions: Sequence[tuple[str, int, tuple[Todo, ...], SessionInfo]] = ()
+    requests: Iterable[tuple[str, str, AddResult]] = field(default_factory=list)
 
 
 class Journal(Protocol):
     """Durable write-ahead of the memory store; every call must be durable on return."""
 
-    def load(
-        self,
-    ) -> tuple[int, Sequence[tuple[str, str, int, tuple[Todo, ...]]], Iterable[tuple[str, str, AddResult]]]:
-        """(removed high-water revision, sessions, remembered requests)."""
+    def load(self) -> Loaded:
+        """The stored state; a new journal starts a new feed epoch."""
 
-    def create_session(self, session_id: str, parent_id: str, revision: int) -> None: ...
+    def create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None: ...
 
     def commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
-        """Persist the list after ``change``; drop remembered requests older than ``forget_before``."""
+        """Persist the list and metadata after ``change``; drop remembered requests older than ``forget_before``."""
 
-    def remove_sessions(self, session_ids: list[str], high_water: int) -> None: ...
+    def remove_sessions(
+        self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
+    ) -> None:
+        """Delete sessions, remember their last revisions (``marks``), forget older marks."""
 
     def close(self) -> None: ...
 
 
 class MemoryStore:
-    def __init__(self, history_limit: int = 64, journal: Journal | None = None) -> None:
+    def __init__(self, history_limit: int = 64, journal: Journal | None = None, feed_history: int = 4096) -> None:
         self._history_limit = history_limit
         self._journal = journal
         self._sessions: dict[str, _Session] = {}
-        self._removed_high_water = 0
+        self._sorted_ids: list[str] = []
+        self._removed_marks: OrderedDict[str, int] = OrderedDict()
+        self._removed_floor = 0
+        self._cursor = 0
+        self._feed: deque[Change] = deque(maxlen=feed_history)
+        self._expiries: list[tuple[float, str]] = []
+        self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
     async def open(self) -> None:
         if self._journal is not None:
-            high_water, sessions, requests = self._journal.load()
-            self._removed_high_water = high_water
-            for session_id, parent_id, revision, todos in sessions:
-                self._sessions[session_id] = _Session(parent_id, revision, todos)
-            for session_id, parent_id, _, _ in sessions:
-                if parent_id in self._sessions:
-                    self._adopt(parent_id, session_id)
-            for session_id, request_id, result in requests:
+            loaded = self._journal.load()
+            self.feed_epoch = f"{loaded.feed_epoch:x}"
+            self._cursor = loaded.cursor
+            self._removed_floor = loaded.removed_floor
+            self._removed_marks.update(loaded.removed_marks)
+            for session_id, revision, todos, info in loaded.sessions:
+                self._sessions[session_id] = _Session(revision, info, todos)
+                self._schedule_expiry(session_id, self._sessions[session_id])
+            for session_id, session in self._sessions.items():
+                if session.info.parent_id in self._sessions:
+                    self._adopt(session.info.parent_id, session_id)
+            for session_id, request_id, result in loaded.requests:
                 self._remember(self._sessions[session_id], request_id, result)
+            self._sorted_ids = sorted(self._sessions)
         if GLOBAL_SESSION_ID not in self._sessions:
-            self._insert(GLOBAL_SESSION_ID, "")
+            self._insert(GLOBAL_SESSION_ID, SessionInfo())
 
     async def close(self) -> None:
         if self._journal is not None:
             self._journal.close()
 
-    def _insert(self, session_id: str, parent_id: str) -> _Session:
-        session = _Session(parent_id, self._removed_high_water)
+    def _insert(self, session_id: str, info: SessionInfo) -> _Session:
+        revision = self._removed_marks.pop(session_id, self._removed_floor)
+        session = _Session(revision, info)
         if self._journal is not None:
-            self._journal.create_session(session_id, parent_id, session.revision)
+            self._journal.create_session(session_id, revision, info, self._cursor + 1)
+        self._cursor += 1
         self._sessions[session_id] = session
-        if parent_id:
-            self._adopt(parent_id, session_id)
+        bisect.insort(self._sorted_ids, session_id)
+        if info.parent_id:
+            self._adopt(info.parent_id, session_id)
+        self._schedule_expiry(session_id, session)
         return session
 
     def _adopt(self, parent_id: str, child_id: str) -> None:
@@ -88,66 +125,122 @@ class MemoryStore:
             parent.children = set()
         parent.children.add(child_id)
 
-    async def create_session(self, session_id: str, parent_id: str, max_sessions: int) -> tuple[SessionState, bool]:
+    async def create_session(
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+    ) -> tuple[SessionState, Change | None]:
         if (existing := self._sessions.get(session_id)) is not None:
-            if existing.parent_id != parent_id:
-                raise ParentMismatch(session_id, existing.parent_id)
-            return _state(session_id, existing), False
-        if parent_id and parent_id not in self._sessions:
-            raise SessionNotFound(parent_id)
+            if existing.info.parent_id != info.parent_id:
+                raise ParentMismatch(session_id, existing.info.parent_id)
+            return _state(session_id, existing), None
+        if info.parent_id and info.parent_id not in self._sessions:
+            raise SessionNotFound(info.parent_id)
         if len(self._sessions) - 1 >= max_sessions:
             raise LimitExceeded("sessions", max_sessions)
-        return _state(session_id, self._insert(session_id, parent_id)), True
+        session = self._insert(session_id, info)
+        created = Change(
+            session_id, ChangeKind.SESSION_CREATED, session.revision, info=info, origin=origin, cursor=self._cursor
+        )
+        self._feed.append(created)
+        return _state(session_id, session), created
 
-    async def remove_session(self, session_id: str) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
         if session_id not in self._sessions:
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
-            doomed.extend(self._sessions[doomed_id].children or ())
-        return self._remove(doomed)
+            doomed.extend(sorted(self._sessions[doomed_id].children or ()))
+        return self._remove(doomed, reason)
 
     async def remove_all_sessions(self) -> list[Change]:
-        removals = self._remove([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID])
+        removals = self._remove([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID], RemovalReason.REMOVED)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
         return removals
 
-    def _remove(self, session_ids: list[str]) -> list[Change]:
+    def _remove(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
         if not session_ids:
             return []
-        removals = [Change(sid, ChangeKind.SESSION_REMOVED, self._sessions[sid].revision + 1) for sid in session_ids]
-        high_water = max(self._removed_high_water, *(change.revision + 1 for change in removals))
+        removals = []
+        for sid in session_ids:
+            session = self._sessions[sid]
+            self._cursor += 1
+            removals.append(
+                Change(
+                    sid,
+                    ChangeKind.SESSION_REMOVED,
+                    session.revision + 1,
+                    info=session.info,
+                    reason=reason,
+                    cursor=self._cursor,
+                )
+            )
+        marks = [(change.session_id, change.revision + 1) for change in removals]
+        forgotten = self._forget_marks(len(marks))
         if self._journal is not None:
-            self._journal.remove_sessions(session_ids, high_water)
-        self._removed_high_water = high_water
+            self._journal.remove_sessions(session_ids, marks, forgotten, self._removed_floor, self._cursor)
+        self._removed_marks.update(marks)
         for sid in session_ids:
             session = self._sessions.pop(sid)
-            if (parent := self._sessions.get(session.parent_id)) and parent.children:
+            del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
+            if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
+        self._feed.extend(removals)
         return removals
 
-    async def list_sessions(self, after_id: str, limit: int) -> list[SessionState]:
-        ids = sorted(sid for sid in self._sessions if sid > after_id)[:limit]
-        return [_state(sid, self._sessions[sid]) for sid in ids]
+    def _forget_marks(self, incoming: int) -> list[str]:
+        """Make room for ``incoming`` marks: the oldest are folded into the floor."""
+        forgotten = []
+        while self._removed_marks and len(self._removed_marks) + incoming > REMOVED_MARKS:
+            session_id, revision = self._removed_marks.popitem(last=False)
+            self._removed_floor = max(self._removed_floor, revision)
+            forgotten.append(session_id)
+        return forgotten
+
+    async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
+        found = []
+        for session_id in self._ids_after(after_id, only):
+            session = self._sessions[session_id]
+            if session_id != GLOBAL_SESSION_ID and only.matches(session_id, session.info):
+                found.append(_state(session_id, session))
+                if len(found) == limit:
+                    break
+        return found
+
+    def _ids_after(self, after_id: str, only: SessionFilter) -> Iterator[str]:
+        """Candidate ids in order from the narrowest index the filter allows."""
+        if only.session_ids:
+            yield from (sid for sid in sorted(only.session_ids) if sid > after_id and sid in self._sessions)
+        elif only.parent_id:
+            parent = self._sessions.get(only.parent_id)
+            yield from sorted(sid for sid in (parent.children or ()) if sid > after_id) if parent else ()
+        else:
+            ids = self._sorted_ids
+            start = bisect.bisect_right(ids, after_id)
+            yield from (ids[i] for i in range(start, len(ids)))  # stable while a page is read: nothing awaits
 
     async def get(self, session_id: str) -> SessionState | None:
         session = self._sessions.get(session_id)
         return None if session is None else _state(session_id, session)
 
-    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> bool:
+    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
         session = self._sessions.get(change.session_id)
         if session is None or session.revision != change.revision - 1:
-            return False
+            return None
+        change = replace(change, cursor=self._cursor + 1)
         if self._journal is not None:
             self._journal.commit(change, request, change.revision - REQUEST_WINDOW)
+        self._cursor = change.cursor
         session.revision = change.revision
         session.todos = change.todos
+        if change.info is not None:
+            session.info = change.info
         if session.history is None:
             session.history = deque(maxlen=self._history_limit)
         session.history.append(change)
+        self._feed.append(change)
         if request is not None:
             self._remember(session, *request)
-        return True
+        self._schedule_expiry(change.session_id, session)
+        return change
 
     def _remember(self, session: _Session, request_id: str, result: AddResult) -> None:
         if session.requests is None:
@@ -172,6 +265,38 @@ class MemoryStore:
         result = session.requests.get(request_id)
         return result if result is not None and _in_window(session, result) else None
 
+    async def feed_after(self, cursor: int) -> list[Change] | None:
+        if cursor > self._cursor:
+            return None
+        missed = self._cursor - cursor
+        if missed > len(self._feed):
+            return None
+        return list(self._feed)[len(self._feed) - missed :] if missed else []
+
+    async def snapshot(self) -> tuple[int, list[SessionState]]:
+        return self._cursor, [_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
+
+    def _schedule_expiry(self, session_id: str, session: _Session) -> None:
+        """At most one pending expiry per session: a later deadline is found when the entry comes due."""
+        if not session.expiry_scheduled and (deadline := session.info.expires_at) is not None:
+            heapq.heappush(self._expiries, (deadline, session_id))
+            session.expiry_scheduled = True
+
+    async def expired(self, now: float) -> list[str]:
+        due = []
+        while self._expiries and self._expiries[0][0] <= now:
+            _, session_id = heapq.heappop(self._expiries)
+            session = self._sessions.get(session_id)
+            if session is None:
+                continue
+            session.expiry_scheduled = False
+            deadline = session.info.expires_at
+            if deadline is not None and deadline <= now:
+                due.append(session_id)
+            else:
+                self._schedule_expiry(session_id, session)
+        return due
+
     def on_external_change(self, listener: Callable[[Change], None]) -> None:
         """Nothing else writes to this store, so there is nothing to listen for."""
 
@@ -184,4 +309,4 @@ def _in_window(session: _Session, result: AddResult) -> bool:
 
 
 def _state(session_id: str, session: _Session) -> SessionState:
-    return SessionState(session_id, session.parent_id, session.revision, session.todos)
+    return SessionState(session_id, session.revision, session.todos, session.info)

@@ -8,13 +8,14 @@ drop the last transactions. Reads are served from memory.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from sessiontodo_server.stores.base import AddResult
-from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import Change, Todo, TodoPriority, TodoStatus
+from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult
+from sessiontodo_server.stores.memory import Loaded, MemoryStore
+from sessiontodo_server.todos import Change, SessionInfo, Todo, TodoPriority, TodoStatus, frozen
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -32,15 +33,37 @@ CREATE TABLE IF NOT EXISTS requests (
     PRIMARY KEY (session_id, request_id)
 );
 CREATE INDEX IF NOT EXISTS requests_by_revision ON requests (session_id, revision);
+CREATE TABLE IF NOT EXISTS removed (session_id TEXT PRIMARY KEY, revision INTEGER NOT NULL);
 """
+
+_SESSION_COLUMNS = {
+    "labels": "TEXT NOT NULL DEFAULT '{}'",
+    "created_at": "REAL NOT NULL DEFAULT 0",
+    "updated_at": "REAL NOT NULL DEFAULT 0",
+    "idle_ttl": "REAL NOT NULL DEFAULT 0",
+}
+"""Added in 0.2; ALTER TABLE brings a 0.1 file up to date."""
 
 
 def _dump_todos(todos: Iterable[Todo]) -> str:
-    return json.dumps([[t.id, t.content, t.status.value, t.priority.value] for t in todos], separators=(",", ":"))
+    return json.dumps(
+        [
+            [t.id, t.content, t.status.value, t.priority.value, *([dict(t.metadata)] if t.metadata else [])]
+            for t in todos
+        ],
+        separators=(",", ":"),
+    )
 
 
 def _load_todos(text: str) -> tuple[Todo, ...]:
-    return tuple(Todo(i, c, TodoStatus(s), TodoPriority(p)) for i, c, s, p in json.loads(text))
+    return tuple(
+        Todo(i, c, TodoStatus(s), TodoPriority(p), frozen(metadata[0]) if metadata else frozen({}))
+        for i, c, s, p, *metadata in json.loads(text)
+    )
+
+
+def _dump_labels(labels: Mapping[str, str]) -> str:
+    return json.dumps(dict(labels), separators=(",", ":"))
 
 
 def _dump_result(result: AddResult) -> str:
@@ -59,13 +82,35 @@ class SqliteJournal:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
 
-    def load(self) -> tuple[int, list[tuple[str, str, int, tuple[Todo, ...]]], list[tuple[str, str, AddResult]]]:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'removed_high_water'").fetchone()
+    def _migrate(self) -> None:
+        present = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
+        for column, definition in _SESSION_COLUMNS.items():
+            if column not in present:
+                self._db.execute(f"ALTER TABLE sessions ADD COLUMN {column} {definition}")
+        # 0.1 kept the global list under the empty id.
+        self._db.execute("UPDATE sessions SET session_id = ? WHERE session_id = ''", (GLOBAL_SESSION_ID,))
+        self._db.execute("UPDATE requests SET session_id = ? WHERE session_id = ''", (GLOBAL_SESSION_ID,))
+
+    def _meta(self, key: str) -> int | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _set_meta(self, key: str, value: int) -> None:
+        self._db.execute(
+            "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value)
+        )
+
+    def load(self) -> Loaded:
+        epoch = self._meta("feed_epoch")
+        if epoch is None:
+            epoch = int.from_bytes(os.urandom(6))
+            self._set_meta("feed_epoch", epoch)
         sessions = [
-            (sid, parent, revision, _load_todos(todos))
-            for sid, parent, revision, todos in self._db.execute(
-                "SELECT session_id, parent_id, revision, todos FROM sessions"
+            (sid, revision, _load_todos(todos), SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl))
+            for sid, parent, revision, todos, labels, created, updated, ttl in self._db.execute(
+                "SELECT session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl FROM sessions"
             )
         ]
         requests = [
@@ -74,20 +119,52 @@ class SqliteJournal:
                 "SELECT session_id, request_id, result FROM requests ORDER BY revision"
             )
         ]
-        return (row[0] if row else 0), sessions, requests
-
-    def create_session(self, session_id: str, parent_id: str, revision: int) -> None:
-        self._db.execute(
-            "INSERT INTO sessions (session_id, parent_id, revision, todos) VALUES (?, ?, ?, '[]')",
-            (session_id, parent_id, revision),
+        marks = list(self._db.execute("SELECT session_id, revision FROM removed ORDER BY rowid"))
+        return Loaded(
+            feed_epoch=epoch,
+            cursor=self._meta("feed_cursor") or 0,
+            removed_floor=self._meta("removed_high_water") or 0,
+            removed_marks=marks,
+            sessions=sessions,
+            requests=requests,
         )
 
-    def commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
+    def create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
         with self._transaction():
             self._db.execute(
-                "UPDATE sessions SET revision = ?, todos = ? WHERE session_id = ?",
-                (change.revision, _dump_todos(change.todos), change.session_id),
+                "INSERT INTO sessions"
+                " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
+                " VALUES (?, ?, ?, '[]', ?, ?, ?, ?)",
+                (
+                    session_id,
+                    info.parent_id,
+                    revision,
+                    _dump_labels(info.labels),
+                    info.created_at,
+                    info.updated_at,
+                    info.idle_ttl,
+                ),
             )
+            self._db.execute("DELETE FROM removed WHERE session_id = ?", (session_id,))
+            self._set_meta("feed_cursor", cursor)
+
+    def commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
+        info = change.info
+        assert info is not None, "a committed change carries the session's metadata"
+        with self._transaction():
+            self._db.execute(
+                "UPDATE sessions SET revision = ?, todos = ?, labels = ?, updated_at = ?, idle_ttl = ?"
+                " WHERE session_id = ?",
+                (
+                    change.revision,
+                    _dump_todos(change.todos),
+                    _dump_labels(info.labels),
+                    info.updated_at,
+                    info.idle_ttl,
+                    change.session_id,
+                ),
+            )
+            self._set_meta("feed_cursor", change.cursor)
             if request is not None:
                 request_id, result = request
                 self._db.execute(
@@ -98,17 +175,19 @@ class SqliteJournal:
                     "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
                 )
 
-    def remove_sessions(self, session_ids: list[str], high_water: int) -> None:
+    def remove_sessions(
+        self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
+    ) -> None:
         with self._transaction():
             for chunk in _chunks(session_ids, 500):
-                marks = ",".join("?" * len(chunk))
-                self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", chunk)
-                self._db.execute(f"DELETE FROM requests WHERE session_id IN ({marks})", chunk)
-            self._db.execute(
-                "INSERT INTO meta VALUES ('removed_high_water', ?)"
-                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (high_water,),
-            )
+                places = ",".join("?" * len(chunk))
+                self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
+                self._db.execute(f"DELETE FROM requests WHERE session_id IN ({places})", chunk)
+            for chunk in _chunks(forgotten, 500):
+                self._db.execute(f"DELETE FROM removed WHERE session_id IN ({','.join('?' * len(chunk))})", chunk)
+            self._db.executemany("INSERT OR REPLACE INTO removed VALUES (?, ?)", marks)
+            self._set_meta("removed_high_water", floor)
+            self._set_meta("feed_cursor", cursor)
 
     def _transaction(self) -> sqlite3.Connection:
         """``with`` on a connection in autocommit mode needs an explicit BEGIN."""
@@ -124,5 +203,5 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def open_sqlite_store(path: Path, history_limit: int) -> MemoryStore:
-    return MemoryStore(history_limit, journal=SqliteJournal(path))
+def open_sqlite_store(path: Path, history_limit: int, feed_history: int) -> MemoryStore:
+    return MemoryStore(history_limit, journal=SqliteJournal(path), feed_history=feed_history)
