@@ -55,6 +55,23 @@ class EchoServicer:
         session = pb.Session(session_id=request.session_id or "echo", parent_id=request.parent_id)
         return pb.CreateSessionResponse(session=session, created=True)
 
+    async def GetSession(self, request: pb.GetSessionRequest, context: Any) -> pb.GetSessionResponse:
+        return pb.GetSessionResponse(session=pb.Session(session_id=request.session_id, revision=self._revision))
+
+    async def UpdateSession(self, request: pb.UpdateSessionRequest, context: Any) -> pb.UpdateSessionResponse:
+        self._revision += 1
+        self._publish(pb.CHANGE_KIND_SESSION_UPDATED, request.session_id)
+        session = pb.Session(session_id=request.session_id, revision=self._revision, labels=request.labels)
+        return pb.UpdateSessionResponse(session=session, changed=True)
+
+    async def BatchGetTodos(self, request: pb.BatchGetTodosRequest, context: Any) -> pb.BatchGetTodosResponse:
+        return pb.BatchGetTodosResponse(
+            sessions=[
+                pb.SessionTodos(session=pb.Session(session_id=session_id, revision=self._revision), todos=self._todos)
+                for session_id in request.session_ids
+            ]
+        )
+
     async def RemoveSession(self, request: pb.RemoveSessionRequest, context: Any) -> pb.RemoveSessionResponse:
         self._end_streams(request.session_id)
         return pb.RemoveSessionResponse(existed=True, removed_session_ids=[request.session_id])
@@ -101,6 +118,16 @@ class EchoServicer:
             yield pb.WatchTodosResponse(
                 kind=pb.CHANGE_KIND_SNAPSHOT, revision=self._revision, todos=self._todos, session_id=request.session_id
             ).SerializeToString()
+            while (encoded := await stream.get()) is not _END:
+                yield encoded
+        finally:
+            self._streams.discard(stream)
+
+    async def WatchChanges(self, request: pb.WatchChangesRequest, context: Any) -> AsyncIterator[bytes]:
+        """Every write, like WatchTodos, without a snapshot."""
+        stream: asyncio.Queue[bytes] = asyncio.Queue()
+        self._streams.add(stream)
+        try:
             while (encoded := await stream.get()) is not _END:
                 yield encoded
         finally:

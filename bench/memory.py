@@ -8,13 +8,13 @@ from ``/proc/<pid>/status`` once the server has gone quiet.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
-from loadgen import call_raw, grpc_body, h2load
 from processes import ServerProcess
 from report import Row
 from sessiontodo.v1 import todo_service_pb2 as pb
@@ -84,10 +84,13 @@ async def _count_sessions(stub: pb_grpc.TodoServiceStub) -> int:
             return count
 
 
-async def _sessions_with_todos(stub: pb_grpc.TodoServiceStub, prefix: str, count: int, concurrency: int = 128) -> None:
+async def _sessions_with_todos(
+    stub: pb_grpc.TodoServiceStub, prefix: str, count: int, concurrency: int = 128, todos: int = 10
+) -> None:
     async def one(session_id: str) -> None:
         await stub.CreateSession(pb.CreateSessionRequest(session_id=session_id))
-        await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id=session_id, todos=todo_list(10)))
+        if todos:
+            await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id=session_id, todos=todo_list(todos)))
 
     for start in range(0, count, concurrency):
         await asyncio.gather(
@@ -138,25 +141,25 @@ async def per_bare_stream(log_dir: Path, streams: int, server_cpus: set[int], cp
 async def churn(
     log_dir: Path, sessions: int, cycles: int, server_cpus: set[int], cpus: set[int]
 ) -> tuple[int, int, list[int]]:
-    """Create ``sessions`` sessions with h2load (server-generated ids), remove them all, repeat;
-    returns (RSS at start, peak RSS, RSS after each cycle)."""
+    """Create ``sessions`` empty sessions (fresh ids each cycle: ids are the client's), remove them
+    all, repeat; returns (RSS at start, peak RSS, RSS after each cycle)."""
     server = ServerProcess.sessiontodo(
         "memory-churn", "memory://", server_cpus, log_dir, "--max-sessions", str(sessions)
     )
-    body = grpc_body(pb.CreateSessionRequest())
+    cycles_run = 0
 
     async def cycle(server: ServerProcess, stub: pb_grpc.TodoServiceStub, count: int) -> int:
-        await h2load(server.address, "CreateSession", body, cpus=cpus, requests=count, clients=4, streams=16)
+        nonlocal cycles_run
+        cycles_run += 1
+        await _sessions_with_todos(stub, f"churn{cycles_run}-", count, todos=0)
         if (existing := await _count_sessions(stub)) != count:
-            raise RuntimeError(f"h2load counted {count} creations but the server has {existing} sessions")
+            raise RuntimeError(f"created {count} sessions but the server has {existing}")
         peak = server.rss_bytes()
         await stub.RemoveAllSessions(pb.RemoveAllSessionsRequest())
         return peak
 
     async def measure(server: ServerProcess, channel: grpc.aio.Channel) -> tuple[int, int, list[int]]:
         stub = pb_grpc.TodoServiceStub(channel)
-        await call_raw(channel, "CreateSession", body)
-        await stub.RemoveAllSessions(pb.RemoveAllSessionsRequest())
         await cycle(server, stub, max(IN_FLIGHT, sessions // 50))
         start = await _settled_rss(server)
         peak, after = 0, []
@@ -166,6 +169,56 @@ async def churn(
         return start, peak, after
 
     return await _with_server(server, measure)  # type: ignore[return-value]
+
+
+async def feed_versus_watches(
+    log_dir: Path, sessions: int, server_cpus: set[int], cpus: set[int]
+) -> tuple[float, float]:
+    """Server RSS (bytes) added by following ``sessions`` active sessions: one WatchTodos per
+    session (how a gateway had to do it), and one WatchChanges feed (how it does it now). Each
+    on a fresh server holding the same sessions; "active" means every session is written once
+    while followed, so the followers have really carried traffic."""
+
+    async def follow(server: ServerProcess, channel: grpc.aio.Channel, feed: bool) -> float:
+        stub = pb_grpc.TodoServiceStub(channel)
+        await _sessions_with_todos(stub, "warm-", 200)
+        await stub.RemoveAllSessions(pb.RemoveAllSessionsRequest())
+        await _sessions_with_todos(stub, "act-", sessions)
+        before = await _settled_rss(server)
+        if feed:
+            call = stub.WatchChanges(pb.WatchChangesRequest())
+            holders: list[WatcherProcess] = []
+        else:
+            holders = await _hold_watchers(server.address, "act-", sessions, cpus, same_session=False)
+        try:
+            await _sessions_with_todos(stub, "act-", sessions, todos=3)  # get-or-create, then one write each
+            if feed:
+                for _ in range(sessions):
+                    await call.read()
+            return await _settled_rss(server) - before
+        finally:
+            if feed:
+                call.cancel()
+            await _stop(holders)
+
+    added = []
+    for feed in (False, True):
+        server = ServerProcess.sessiontodo(f"follow-{'feed' if feed else 'watches'}", "memory://", server_cpus, log_dir)
+        added.append(await _with_server(server, functools.partial(follow, feed=feed)))
+    return added[0], added[1]  # type: ignore[return-value]
+
+
+def feed_rows(sessions: int, watches: float, feed: float) -> list[Row]:
+    return [
+        Row(
+            "4. memory",
+            f"server RSS added by one WatchChanges feed following {sessions:,} active sessions",
+            max(feed, 0.0) / MIB,
+            "MiB",
+            baseline=watches / MIB,
+            baseline_name=f"one WatchTodos per session ({sessions:,} streams)",
+        )
+    ]
 
 
 def memory_rows(result: MemoryResult) -> list[Row]:

@@ -93,7 +93,7 @@ class ServerProcess:
             stub = pb_grpc.TodoServiceStub(channel)
             while True:
                 try:
-                    await stub.GetTodos(pb.GetTodosRequest(), timeout=1)
+                    await stub.GetTodos(pb.GetTodosRequest(session_id="sessiontodo:global"), timeout=1)
                     return
                 except grpc.aio.AioRpcError:
                     assert self._process is not None

@@ -88,7 +88,7 @@ async def _measure(
         grpc.aio.insecure_channel(other_address) as other_channel,
     ):
         writer = pb_grpc.TodoServiceStub(writer_channel)
-        session = (await writer.CreateSession(pb.CreateSessionRequest())).session
+        session = (await writer.CreateSession(pb.CreateSessionRequest(session_id="replicas"))).session
         watchers = [
             _Watcher(pb_grpc.TodoServiceStub(channel), session.session_id)
             for channel in (writer_channel, other_channel)

@@ -28,7 +28,15 @@ from typing import Any
 import grpc
 
 from loadgen import require_h2load
-from memory import MemoryResult, churn, memory_rows, per_bare_stream, per_session_and_watcher
+from memory import (
+    MemoryResult,
+    churn,
+    feed_rows,
+    feed_versus_watches,
+    memory_rows,
+    per_bare_stream,
+    per_session_and_watcher,
+)
 from processes import BENCH, CpuPlan, ServerProcess
 from replicas import measure_cross_replica_latency
 from report import Row, machine, markdown_table, median, plot
@@ -52,6 +60,7 @@ class Sizes:
     reach_samples: int
     memory_sessions: int
     memory_watchers: int
+    feed_sessions: int
     churn_sessions: int
     churn_cycles: int
     replica_samples: int
@@ -72,6 +81,7 @@ FULL = Sizes(
     reach_samples=100,
     memory_sessions=10_000,
     memory_watchers=5000,
+    feed_sessions=10_000,
     churn_sessions=100_000,
     churn_cycles=3,
     replica_samples=300,
@@ -91,6 +101,7 @@ QUICK = Sizes(
     reach_samples=10,
     memory_sessions=300,
     memory_watchers=200,
+    feed_sessions=200,
     churn_sessions=2000,
     churn_cycles=1,
     replica_samples=20,
@@ -184,8 +195,11 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         peak,
         after,
     )
-    figures[4] = memory_rows(memory)
+    progress("figure 4: memory for following every session: one feed vs one watch per session")
+    watches, feed = await feed_versus_watches(scratch, sizes.feed_sessions, cpus.server, cpus.load)
+    figures[4] = memory_rows(memory) + feed_rows(sizes.feed_sessions, watches, feed)
     plotted["memory"] = asdict(memory)
+    plotted["feed"] = {"sessions": sizes.feed_sessions, "watches_bytes": watches, "feed_bytes": feed}
 
     if shutil.which("redis-server"):
         progress("figure 6: write-to-watcher latency across replicas sharing one Redis (bench/replicas.py)")
