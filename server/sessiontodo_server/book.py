@@ -341,6 +341,8 @@ class TodoBook:
                 await self.expire_due()
             except TodoError as error:  # e.g. the store is unreachable: try again next round
                 log.warning("expiring idle sessions failed: %s", error)
+            except Exception:  # never let one bad round end expiry for good
+                log.exception("expiring idle sessions failed")
 
     # Watches
 
