@@ -21,6 +21,7 @@ from grpc_status import rpc_status
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server import errors
 from sessiontodo_server.book import TodoBook
+from sessiontodo_server.status_fit import fit_status
 from sessiontodo_server.stores.base import SessionState
 from sessiontodo_server.todos import (
     Change,
@@ -239,13 +240,18 @@ def _filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
+async def abort(context: grpc.aio.ServicerContext, error: errors.TodoError) -> None:
+    """End the call with the error's status, trimmed to fit the client's metadata limit."""
+    await context.abort_with_status(rpc_status.to_status(fit_status(to_status(error))))
+
+
 def _translating_errors(handler: Handler) -> Handler:
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
         except errors.TodoError as error:
-            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+            await abort(context, error)
 
     return wrapper  # type: ignore[return-value]
 
@@ -372,7 +378,7 @@ class TodoServicer:
                 async for change in changes:
                     yield encode_change(change)
         except errors.TodoError as error:
-            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+            await abort(context, error)
 
     async def WatchChanges(
         self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
