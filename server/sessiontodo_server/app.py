@@ -18,6 +18,7 @@ from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from sessiontodo_server import descriptors
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import TodoStore
@@ -49,11 +50,22 @@ def open_store(url: str, history_limit: int, feed_history: int = 4096) -> TodoSt
     raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or redis://host:port/db")
 
 
-def _server_options(settings: Settings) -> list[tuple[str, int]]:
+def _server_options(settings: Settings, max_connections: int) -> list[tuple[str, int]]:
     options = [
         ("grpc.so_reuseport", int(settings.reuse_port)),
-        # Accept client keepalive pings every 10 s, also on idle connections.
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.max_concurrent_streams", settings.max_streams_per_connection),
+        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.server_handshake_timeout_ms", _ms(settings.request_timeout)),
+        (
+            "grpc.max_connection_idle_ms",
+            _ms(settings.max_connection_idle) if settings.max_connection_idle else _FOREVER,
+        ),
+        # Ping quiet connections so dead peers (and their watches) are dropped; accept client
+        # pings down to the minimum interval, also without calls, and GOAWAY clients pinging faster.
+        ("grpc.keepalive_time_ms", _ms(settings.keepalive_time)),
+        ("grpc.keepalive_timeout_ms", _ms(settings.keepalive_timeout)),
+        ("grpc.http2.min_ping_interval_without_data_ms", _ms(settings.min_client_ping_interval)),
+        ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
     if settings.max_connection_age:
@@ -62,6 +74,13 @@ def _server_options(settings: Settings) -> list[tuple[str, int]]:
             ("grpc.max_connection_age_grace_ms", int(settings.shutdown_grace * 1000)),
         ]
     return options
+
+
+_FOREVER = 2**31 - 1  # INT_MAX: what gRPC core takes as "never"
+
+
+def _ms(seconds: float) -> int:
+    return min(int(seconds * 1000), _FOREVER)
 
 
 class _ReflectionPool:
@@ -96,6 +115,7 @@ class RunningServer:
     health: health.aio.HealthServicer
     shutdown_grace: float
     expiry: asyncio.Task[None]
+    descriptor_watch: asyncio.Task[None]
 
     @property
     def address(self) -> str:
@@ -105,6 +125,7 @@ class RunningServer:
         """Health NOT_SERVING, watches end with UNAVAILABLE, then stop within the grace period."""
         await self.health.enter_graceful_shutdown()
         self.expiry.cancel()
+        self.descriptor_watch.cancel()
         self.book.shut_down()
         await self.server.stop(self.shutdown_grace)
         await self.store.close()
@@ -139,8 +160,10 @@ async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     hub = WatchHub(settings.watch_buffer, limits.max_watchers)
     book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl)
 
-    server = grpc.aio.server(options=_server_options(settings))
-    add_todo_service(server, TodoServicer(book))
+    file_descriptors = descriptors.raise_soft_limit()
+    max_connections = descriptors.connection_limit(settings.max_connections, file_descriptors)
+    server = grpc.aio.server(options=_server_options(settings, max_connections))
+    add_todo_service(server, TodoServicer(book), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection:
@@ -152,5 +175,13 @@ async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     store.on_availability_change(functools.partial(_set_health, health_servicer))
     await _set_health(health_servicer, True)
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
-    log.info("serving on %s:%d with store %s", settings.host, port, _without_password(settings.store))
-    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace, expiry)
+    watch = asyncio.create_task(descriptors.watch(file_descriptors, max_connections), name="descriptor watch")
+    log.info(
+        "serving on %s:%d with store %s; at most %d connections of %d streams each",
+        settings.host,
+        port,
+        _without_password(settings.store),
+        max_connections,
+        settings.max_streams_per_connection,
+    )
+    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace, expiry, watch)

@@ -43,6 +43,26 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
 
+    max_streams_per_connection: int = Field(
+        1000, ge=1, description="Concurrent calls (watches included) one HTTP/2 connection may open."
+    )
+    max_connections: int = Field(
+        0, ge=0, description="Connections accepted at once; 0: the file-descriptor limit less a reserve."
+    )
+    max_connection_idle: float = Field(
+        300, ge=0, description="Seconds a connection without calls stays open; 0 forever."
+    )
+    request_timeout: float = Field(
+        10, gt=0, description="Seconds a call may take to send its request message before it is ended."
+    )
+    keepalive_time: float = Field(
+        60, gt=0, description="Seconds between the server's pings on a quiet connection (dead peers are dropped)."
+    )
+    keepalive_timeout: float = Field(20, gt=0, description="Seconds to wait for a ping's answer.")
+    min_client_ping_interval: float = Field(
+        10, gt=0, description="Clients pinging more often than this are disconnected (GOAWAY too_many_pings)."
+    )
+
     max_session_id_length: int = Field(128, ge=1, le=1024)
     max_todo_id_length: int = Field(128, ge=1, le=1024)
     max_content_length: int = Field(4096, ge=1, le=65536)

@@ -11,7 +11,7 @@ import functools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import message_factory
@@ -19,7 +19,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_server import errors
+from sessiontodo_server import errors, wire
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.status_fit import fit_status
 from sessiontodo_server.stores.base import SessionState
@@ -240,9 +240,10 @@ def _filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
-async def abort(context: grpc.aio.ServicerContext, error: errors.TodoError) -> None:
+async def abort(context: grpc.aio.ServicerContext, error: errors.TodoError) -> NoReturn:
     """End the call with the error's status, trimmed to fit the client's metadata limit."""
     await context.abort_with_status(rpc_status.to_status(fit_status(to_status(error))))
+    raise AssertionError("abort_with_status returned")  # it always raises
 
 
 def _translating_errors(handler: Handler) -> Handler:
@@ -390,27 +391,29 @@ class TodoServicer:
                 async for message in messages:
                     yield encode_feed_message(message.change, message.cursor)
         except errors.TodoError as error:
-            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+            await abort(context, error)
 
 
-def add_todo_service(server: grpc.aio.Server, servicer: object) -> None:
+def add_todo_service(
+    server: grpc.aio.Server, servicer: object, request_timeout: float = wire.DEFAULT_REQUEST_TIMEOUT
+) -> None:
     """Register every rpc of the service on ``servicer``'s methods of the same names (the
-    bench's echo baseline registers the same way); the streams send bytes already encoded."""
+    bench's echo baseline registers the same way), each behind the wire guard (a request
+    message that does not arrive within ``request_timeout`` seconds or does not parse ends
+    the call); the streams send bytes already encoded."""
     service = pb.DESCRIPTOR.services_by_name["TodoService"]
     handlers = {}
     for method in service.methods:
-        request_type = message_factory.GetMessageClass(method.input_type)
-        response_type = message_factory.GetMessageClass(method.output_type)
+        parse = message_factory.GetMessageClass(method.input_type).FromString
         behaviour = getattr(servicer, method.name)
         if method.server_streaming:
-            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                behaviour, request_deserializer=request_type.FromString
+            handlers[method.name] = wire.server_streaming_handler(
+                method.full_name, behaviour, parse, request_timeout, abort
             )
         else:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                behaviour,
-                request_deserializer=request_type.FromString,
-                response_serializer=response_type.SerializeToString,
+            serialize = message_factory.GetMessageClass(method.output_type).SerializeToString
+            handlers[method.name] = wire.unary_handler(
+                method.full_name, behaviour, parse, serialize, request_timeout, abort
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
