@@ -67,6 +67,9 @@ class Journal(Protocol):
     ) -> None:
         """Delete sessions, remember their last revisions (``marks``), forget older marks."""
 
+    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        """Call ``listener(False)`` while the journal refuses writes, ``listener(True)`` when it accepts them again."""
+
     def close(self) -> None: ...
 
 
@@ -301,7 +304,9 @@ class MemoryStore:
         """Nothing else writes to this store, so there is nothing to listen for."""
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
-        """An in-process store is always available."""
+        """Without a journal always available; with one, as available as its file is for writes."""
+        if self._journal is not None:
+            self._journal.on_availability_change(listener)
 
 
 def _in_window(session: _Session, result: AddResult) -> bool:
