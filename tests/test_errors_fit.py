@@ -15,6 +15,9 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.app import RunningServer
 from sessiontodo_server.status_fit import TRAILER_BUDGET, fit_status, trailer_size
 
+GLOBAL = "sessiontodo:global"
+"""The global list (its id is reserved)."""
+
 
 @pytest.fixture
 async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.TodoServiceStub]:
@@ -45,7 +48,7 @@ async def details(call: Any) -> tuple[grpc.StatusCode, str, list[tuple[str, str]
 async def test_a_thousand_bad_todos_are_invalid_argument_with_the_first_violations_and_a_count(
     stub: pb_grpc.TodoServiceStub,
 ) -> None:
-    request = pb.ReplaceTodosRequest(session_id="", todos=[pb.Todo() for _ in range(1000)])
+    request = pb.ReplaceTodosRequest(session_id=GLOBAL, todos=[pb.Todo() for _ in range(1000)])
     code, message, violations, _ = await details(stub.ReplaceTodos(request))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     *shown, (last_field, last_description) = violations
@@ -53,14 +56,16 @@ async def test_a_thousand_bad_todos_are_invalid_argument_with_the_first_violatio
     assert [field for field, _ in shown] == [f"todos[{n}].content" for n in range(len(shown))]
     assert last_field == "" and last_description == f"and {1000 - len(shown)} more"
     assert message.startswith("todos[0].content: must not be empty; ") and message.endswith(" more")
-    assert (await stub.GetTodos(pb.GetTodosRequest(session_id=""))).revision == 0
+    assert (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).revision == 0
 
 
 async def test_an_echoed_16000_character_todo_id_is_not_found_with_the_id_cut_short(
     stub: pb_grpc.TodoServiceStub,
 ) -> None:
     todo_id = "t" * 16_000
-    code, message, _, metadata = await details(stub.RemoveTodo(pb.RemoveTodoRequest(session_id="", todo_id=todo_id)))
+    code, message, _, metadata = await details(
+        stub.RemoveTodo(pb.RemoveTodoRequest(session_id=GLOBAL, todo_id=todo_id))
+    )
     assert code == grpc.StatusCode.NOT_FOUND
     assert message.startswith("todo 'tttt") and len(message.encode()) <= 1024
     echoed = next(value for value in metadata.values() if value.startswith("ttt"))

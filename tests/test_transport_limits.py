@@ -17,6 +17,8 @@ from sessiontodo_server.app import RunningServer
 from support import eventually
 
 SERVICE = "/sessiontodo.v1.TodoService/"
+GLOBAL = "sessiontodo:global"
+"""The global list (its id is reserved)."""
 
 
 def raw_call(channel: grpc.aio.Channel, method: str) -> Any:
@@ -75,7 +77,7 @@ async def test_a_call_whose_message_never_arrives_is_ended(start: Callable[..., 
 
 async def test_connections_beyond_the_limit_are_refused_and_idle_ones_are_closed(start: Callable[..., Any]) -> None:
     server: RunningServer = await start(max_connections=2, max_connection_idle=1)
-    request = pb.GetTodosRequest(session_id="")
+    request = pb.GetTodosRequest(session_id=GLOBAL)
     channels = [own_connection(server.address) for _ in range(3)]
     try:
         for channel in channels[:2]:
@@ -96,12 +98,12 @@ async def test_streams_beyond_the_per_connection_limit_wait_for_a_free_one(start
     server: RunningServer = await start(max_streams_per_connection=2)
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = pb_grpc.TodoServiceStub(channel)
-        await stub.GetTodos(pb.GetTodosRequest(session_id=""))  # the client has the server's SETTINGS now
-        watches = [stub.WatchTodos(pb.WatchTodosRequest(session_id="")) for _ in range(2)]
+        await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))  # the client has the server's SETTINGS now
+        watches = [stub.WatchTodos(pb.WatchTodosRequest(session_id=GLOBAL)) for _ in range(2)]
         try:
             for watch in watches:
                 assert (await asyncio.wait_for(watch.read(), 10)).kind == pb.CHANGE_KIND_SNAPSHOT
-            watches.append(stub.WatchTodos(pb.WatchTodosRequest(session_id="")))
+            watches.append(stub.WatchTodos(pb.WatchTodosRequest(session_id=GLOBAL)))
             third = asyncio.ensure_future(watches[2].read())
             done, _ = await asyncio.wait([third], timeout=1)
             assert not done, "a third stream was opened on a connection limited to two"
