@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import descriptors
 from sessiontodo_server.book import TodoBook
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
@@ -30,19 +31,21 @@ from sessiontodo_server.watch import WatchHub
 log = logging.getLogger(__name__)
 
 
-def open_store(url: str, history_limit: int, feed_history: int = 4096) -> TodoStore:
+def open_store(
+    url: str, history_limit: int, feed_history: int = 4096, budget: MemoryBudget = DEFAULT_MEMORY_BUDGET
+) -> TodoStore:
     """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
     ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis."""
     scheme = urlsplit(url).scheme
     if scheme == "memory":
-        return MemoryStore(history_limit, feed_history=feed_history)
+        return MemoryStore(history_limit, feed_history=feed_history, budget=budget)
     if scheme == "sqlite":
         path = url.removeprefix("sqlite:///")
         if not path or path == url:
             raise ValueError(
                 f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
             )
-        return open_sqlite_store(Path(path), history_limit, feed_history)
+        return open_sqlite_store(Path(path), history_limit, feed_history, budget)
     if scheme in ("redis", "rediss"):
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
@@ -146,7 +149,13 @@ async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool)
 
 
 async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
-    store = store if store is not None else open_store(settings.store, settings.history_limit, settings.feed_history)
+    store = (
+        store
+        if store is not None
+        else open_store(
+            settings.store, settings.history_limit, settings.feed_history, MemoryBudget(settings.memory_budget)
+        )
+    )
     await store.open()
     try:
         return await _serve(settings, store)
@@ -157,7 +166,7 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
 
 async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     limits = settings.limits()
-    hub = WatchHub(settings.watch_buffer, limits.max_watchers)
+    hub = WatchHub(settings.watch_buffer, limits.max_watchers, MemoryBudget(settings.memory_budget).buffers)
     book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl)
 
     file_descriptors = descriptors.raise_soft_limit()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sessiontodo_server.budget import DEFAULT_BUDGET
 from sessiontodo_server.todos import Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
@@ -34,6 +35,12 @@ class Settings(BaseSettings):
     )
     expiry_interval: float = Field(1.0, gt=0, description="Seconds between checks for expired sessions.")
     watch_buffer: int = Field(256, ge=1, description="Changes buffered per watcher before it is reset.")
+    memory_budget: int = Field(
+        DEFAULT_BUDGET,
+        ge=16 << 20,
+        description="Bytes for lists (half: writes beyond are RESOURCE_EXHAUSTED), history (a quarter) and"
+        " watcher buffers (a quarter).",
+    )
     progress_interval: float = Field(10.0, gt=0, description="Seconds between PROGRESS messages on a quiet watch.")
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight calls get to finish on shutdown.")
     reflection: bool = Field(True, description="Serve gRPC server reflection (for grpcurl).")

@@ -8,7 +8,7 @@ violations, ErrorInfo) that grpcurl and every gRPC client can read.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from typing import Any, NoReturn, TypeVar
@@ -185,26 +185,17 @@ def _encode(change: Change) -> bytes:
 
 
 class _SharedEncodings:
-    """One encoding per published change, shared by all its watchers and feeds while they drain it.
+    """One encoding per published change, shared by all its watchers and feeds, living exactly
+    as long as the change does (in a history, a feed or a watcher's buffer): nothing outlives
+    its watchers, and the memory budget counts it with the change (``budget.change_bytes``)."""
 
-    Bounded by bytes as well as count, so a burst of big lists is never held longer than the
-    fan-out that needs it (changes hash by identity, and the cache holds the change itself, so
-    an entry can never be confused with a later change).
-    """
-
-    def __init__(self, max_entries: int = 256, max_bytes: int = 32 << 20) -> None:
-        self._entries: OrderedDict[Change, bytes] = OrderedDict()
-        self._bytes = 0
-        self._max_entries = max_entries
-        self._max_bytes = max_bytes
+    def __init__(self) -> None:
+        self._entries: weakref.WeakKeyDictionary[Change, bytes] = weakref.WeakKeyDictionary()
 
     def __call__(self, change: Change) -> bytes:
         encoded = self._entries.get(change)
         if encoded is None:
             encoded = self._entries[change] = _encode(change)
-            self._bytes += len(encoded)
-            while len(self._entries) > self._max_entries or self._bytes > self._max_bytes:
-                self._bytes -= len(self._entries.popitem(last=False)[1])
         return encoded
 
 

@@ -4,7 +4,9 @@ Publishing never awaits: a change is appended to each watcher of its session (an
 its session), and to each feed whose filter it matches, and they are woken. A watcher whose
 buffer is full is marked lagged and its buffer dropped; it then catches up with one reset
 snapshot. So a stuck watcher costs at most its buffer, and never delays the writer or the
-other watchers.
+other watchers. Buffers are bounded in bytes too, all together (each change counted once
+however many buffers share it): a watcher whose buffer would take them past their share of
+the memory budget is reset the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from sessiontodo_server.budget import Held
 from sessiontodo_server.errors import LimitExceeded, Unavailable
 from sessiontodo_server.todos import Change, SessionFilter
 
@@ -19,10 +22,14 @@ from sessiontodo_server.todos import Change, SessionFilter
 class Subscription:
     """One watcher's inbox: one session's changes, or (a feed) those of every session ``only`` matches."""
 
-    def __init__(self, session_id: str, capacity: int, only: SessionFilter | None = None) -> None:
+    def __init__(
+        self, session_id: str, capacity: int, buffered: Held, max_bytes: int, only: SessionFilter | None = None
+    ) -> None:
         self.session_id = session_id
         self.only = only
         self._capacity = capacity
+        self._buffered = buffered
+        self._max_bytes = max_bytes
         self._pending: deque[Change] = deque()
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = 0.0
@@ -34,12 +41,19 @@ class Subscription:
     def push(self, change: Change) -> None:
         if self.lagged or self.closed:
             return
-        if len(self._pending) >= self._capacity:
-            self._pending.clear()
+        buffered = self._buffered
+        if len(self._pending) >= self._capacity or buffered.bytes + buffered.size_if_held(change) > self._max_bytes:
+            self._release()
             self.lagged = True
         else:
             self._pending.append(change)
+            buffered.hold(change)
         self._wake(True)
+
+    def _release(self) -> None:
+        for change in self._pending:
+            self._buffered.release(change)
+        self._pending.clear()
 
     def close(self, reason: Change | Unavailable) -> None:
         self.closed = reason
@@ -78,7 +92,8 @@ class Subscription:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 
     def disarm(self) -> None:
-        """Drop the timer of a subscription that is over."""
+        """Drop the timer and the buffer of a subscription that is over."""
+        self._release()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -86,7 +101,7 @@ class Subscription:
     def drain(self) -> list[Change]:
         """Everything pending, and clears the lagged mark (the caller resets instead)."""
         changes = list(self._pending)
-        self._pending.clear()
+        self._release()
         self.lagged = False
         return changes
 
@@ -94,9 +109,12 @@ class Subscription:
 class WatchHub:
     """Subscriptions by session id; a change touches only its own session's watchers."""
 
-    def __init__(self, buffer_size: int, max_watchers: int) -> None:
+    def __init__(self, buffer_size: int, max_watchers: int, buffer_bytes: int = 1 << 28) -> None:
         self._buffer_size = buffer_size
         self._max_watchers = max_watchers
+        self._buffer_bytes = buffer_bytes
+        self.buffered = Held()
+        """The changes waiting in any watcher's buffer, each counted once."""
         self._by_session: dict[str, set[Subscription]] = {}
         self._feeds: set[Subscription] = set()
         self._count = 0
@@ -122,13 +140,13 @@ class WatchHub:
 
     def subscribe(self, session_id: str) -> Subscription:
         self._admit()
-        subscription = Subscription(session_id, self._buffer_size)
+        subscription = Subscription(session_id, self._buffer_size, self.buffered, self._buffer_bytes)
         self._by_session.setdefault(session_id, set()).add(subscription)
         return subscription
 
     def subscribe_feed(self, only: SessionFilter) -> Subscription:
         self._admit()
-        subscription = Subscription("", self._buffer_size, only)
+        subscription = Subscription("", self._buffer_size, self.buffered, self._buffer_bytes, only)
         self._feeds.add(subscription)
         return subscription
 

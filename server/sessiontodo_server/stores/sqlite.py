@@ -22,6 +22,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
@@ -307,5 +308,7 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def open_sqlite_store(path: Path, history_limit: int, feed_history: int) -> MemoryStore:
-    return MemoryStore(history_limit, journal=SqliteJournal(path), feed_history=feed_history)
+def open_sqlite_store(
+    path: Path, history_limit: int, feed_history: int, budget: MemoryBudget = DEFAULT_MEMORY_BUDGET
+) -> MemoryStore:
+    return MemoryStore(history_limit, journal=SqliteJournal(path), feed_history=feed_history, budget=budget)
