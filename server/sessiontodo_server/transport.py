@@ -53,6 +53,7 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
     errors.RevisionMismatch: (code_pb2.ABORTED, "REVISION_MISMATCH"),
     errors.ParentMismatch: (code_pb2.FAILED_PRECONDITION, "PARENT_MISMATCH"),
     errors.LimitExceeded: (code_pb2.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED"),
+    errors.RequestIdReused: (code_pb2.FAILED_PRECONDITION, "REQUEST_ID_REUSED"),
     errors.Unavailable: (code_pb2.UNAVAILABLE, "UNAVAILABLE"),
 }
 
@@ -60,6 +61,7 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
 _ERROR_METADATA = {
     "session_id": "sessionId",
     "todo_id": "todoId",
+    "request_id": "requestId",
     "expected": "expectedRevision",
     "actual": "actualRevision",
     "parent_id": "parentId",

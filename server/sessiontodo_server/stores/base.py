@@ -41,6 +41,8 @@ class AddResult:
     todo: Todo
     index: int
     revision: int
+    fingerprint: str = ""
+    """What the request asked for (``todos.request_fingerprint``); empty when not known (older data)."""
 
 
 class TodoStore(Protocol):

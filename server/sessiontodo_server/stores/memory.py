@@ -12,6 +12,7 @@ import bisect
 import heapq
 import logging
 import os
+import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,8 +27,13 @@ log = logging.getLogger(__name__)
 
 FEED_PURGE_BYTES = 1 << 20
 
-REQUEST_WINDOW = 1024
-"""AddTodo request ids are remembered for retries over a session's last this many revisions."""
+REQUEST_RETENTION_WRITES = 10_000
+REQUEST_RETENTION_SECONDS = 3600.0
+"""An AddTodo request id is remembered (per session) until it is both this many writes of its
+session and this many seconds old: a retry within either gets the first result."""
+
+REQUEST_BYTES = 160
+"""What remembering one request costs beyond its todo's text, for the memory budget."""
 
 REMOVED_MARKS = 100_000
 """Removed ids whose last revision is remembered, so that re-creating one resumes above it.
@@ -41,10 +47,11 @@ class _Session:
     todos: tuple[Todo, ...] = ()
     children: set[str] | None = None
     history: deque[Change] | None = None
-    requests: OrderedDict[str, AddResult] | None = None
+    requests: OrderedDict[str, tuple[AddResult, float]] | None = None
+    """Remembered AddTodo results by request id, oldest first, with when they were remembered."""
     expiry_scheduled: bool = False
     size: int = 0
-    """``budget.list_bytes`` of ``todos``."""
+    """``budget.list_bytes`` of ``todos``, plus what its remembered requests cost."""
 
 
 @dataclass
@@ -88,7 +95,9 @@ class MemoryStore:
         journal: Journal | None = None,
         feed_history: int = 4096,
         budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self._history_limit = history_limit
         self._feed_limit = feed_history
         self._budget = budget
@@ -121,8 +130,9 @@ class MemoryStore:
             for session_id, session in self._sessions.items():
                 if session.info.parent_id in self._sessions:
                     self._adopt(session.info.parent_id, session_id)
+            now = self._clock()  # when they were first remembered is not kept: count from now
             for session_id, request_id, result in loaded.requests:
-                self._remember(self._sessions[session_id], request_id, result)
+                self._remember(self._sessions[session_id], request_id, result, now)
             self._sorted_ids = sorted(self._sessions)
         if GLOBAL_SESSION_ID not in self._sessions:
             self._insert(GLOBAL_SESSION_ID, SessionInfo())
@@ -278,12 +288,13 @@ class MemoryStore:
         session = self._sessions.get(change.session_id)
         if session is None or session.revision != change.revision - 1:
             return None
-        size = list_bytes(change.todos)
+        size = list_bytes(change.todos) + (session.size - list_bytes(session.todos) if session.requests else 0)
         if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
             raise LimitExceeded("memory", self._budget.total)
         change = replace(change, cursor=self._cursor + 1)
+        now = self._clock()
         if self._journal is not None:
-            self._journal.commit(change, request, change.revision - REQUEST_WINDOW)
+            self._journal.commit(change, request, self._request_floor(session, change.revision, now))
         self._cursor = change.cursor
         session.revision = change.revision
         session.todos = change.todos
@@ -300,7 +311,8 @@ class MemoryStore:
                 self._retained.release(session.history.popleft())
         self._record(change)
         if request is not None:
-            self._remember(session, *request)
+            self._remember(session, *request, now)
+        self._forget_requests(session, now)
         self._schedule_expiry(change.session_id, session)
         return change
 
@@ -326,12 +338,29 @@ class MemoryStore:
         """(bytes of lists, bytes of retained history and feed), as the budget counts them."""
         return self._lists_bytes, self._retained.bytes
 
-    def _remember(self, session: _Session, request_id: str, result: AddResult) -> None:
+    def _remember(self, session: _Session, request_id: str, result: AddResult, now: float) -> None:
         if session.requests is None:
             session.requests = OrderedDict()
-        session.requests[request_id] = result
-        while not _in_window(session, next(iter(session.requests.values()))):
-            session.requests.popitem(last=False)
+        if (previous := session.requests.pop(request_id, None)) is not None:
+            self._resize(session, -_request_bytes(previous[0]))
+        session.requests[request_id] = (result, now)
+        self._resize(session, _request_bytes(result))
+
+    def _forget_requests(self, session: _Session, now: float) -> None:
+        floor = self._request_floor(session, session.revision, now)
+        while session.requests and next(iter(session.requests.values()))[0].revision < floor:
+            self._resize(session, -_request_bytes(session.requests.popitem(last=False)[1][0]))
+
+    def _request_floor(self, session: _Session, revision: int, now: float) -> int:
+        """The oldest revision whose request must still be remembered when the session is at ``revision``."""
+        for result, at in (session.requests or {}).values():
+            if result.revision >= revision - REQUEST_RETENTION_WRITES or at >= now - REQUEST_RETENTION_SECONDS:
+                return result.revision
+        return revision
+
+    def _resize(self, session: _Session, delta: int) -> None:
+        session.size += delta
+        self._lists_bytes += delta
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         session = self._sessions.get(session_id)
@@ -346,8 +375,8 @@ class MemoryStore:
         session = self._sessions.get(session_id)
         if session is None or session.requests is None:
             return None
-        result = session.requests.get(request_id)
-        return result if result is not None and _in_window(session, result) else None
+        remembered = session.requests.get(request_id)
+        return None if remembered is None else remembered[0]
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
         if cursor > self._cursor or cursor < self._feed_floor:
@@ -390,8 +419,8 @@ class MemoryStore:
             self._journal.on_availability_change(listener)
 
 
-def _in_window(session: _Session, result: AddResult) -> bool:
-    return result.revision >= session.revision - REQUEST_WINDOW
+def _request_bytes(result: AddResult) -> int:
+    return REQUEST_BYTES + list_bytes((result.todo,))
 
 
 def _state(session_id: str, session: _Session) -> SessionState:

@@ -78,12 +78,12 @@ def _dump_labels(labels: Mapping[str, str]) -> str:
 
 
 def _dump_result(result: AddResult) -> str:
-    return json.dumps([_dump_todos([result.todo]), result.index, result.revision])
+    return json.dumps([_dump_todos([result.todo]), result.index, result.revision, result.fingerprint])
 
 
 def _load_result(text: str) -> AddResult:
-    todos, index, revision = json.loads(text)
-    return AddResult(_load_todos(todos)[0], index, revision)
+    todos, index, revision, *fingerprint = json.loads(text)  # no fingerprint: written by 0.1
+    return AddResult(_load_todos(todos)[0], index, revision, *fingerprint)
 
 
 log = logging.getLogger(__name__)
