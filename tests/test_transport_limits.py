@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -128,3 +129,22 @@ async def test_a_warning_is_logged_before_descriptors_run_out(caplog: pytest.Log
 def test_the_connection_limit_leaves_a_reserve_of_descriptors() -> None:
     assert descriptors.connection_limit(0, 1024) == 1024 - descriptors.RESERVE
     assert descriptors.connection_limit(50, 1024) == 50
+
+
+async def test_a_json_request_changes_nothing(server: RunningServer) -> None:
+    """gRPC core accepts any content type (grpc/grpc#35824) and hands Python an empty message, so
+    the refusal is the empty message's: INVALID_ARGUMENT, never a session created (main did)."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    process = await asyncio.create_subprocess_exec(
+        curl, "-s", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null", "-X", "POST",
+        "-H", "content-type: application/json", "-H", "te: trailers", "--data-binary", '{"session_id": "x"}',
+        f"http://{server.address}{SERVICE}CreateSession",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    headers, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert b"grpc-status: 3" in headers  # INVALID_ARGUMENT
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        sessions = await pb_grpc.TodoServiceStub(channel).ListSessions(pb.ListSessionsRequest())
+    assert list(sessions.sessions) == []
