@@ -26,6 +26,7 @@ from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionF
 log = logging.getLogger(__name__)
 
 FEED_PURGE_BYTES = 1 << 20
+"""A removed session whose changes in the feed hold more than this has them dropped at once."""
 
 REQUEST_RETENTION_WRITES = 10_000
 REQUEST_RETENTION_SECONDS = 3600.0
@@ -51,7 +52,9 @@ class _Session:
     """Remembered AddTodo results by request id, oldest first, with when they were remembered."""
     expiry_scheduled: bool = False
     size: int = 0
-    """``budget.list_bytes`` of ``todos``, plus what its remembered requests cost."""
+    """``budget.list_bytes`` of ``todos``."""
+    requests_size: int = 0
+    """What its remembered requests cost."""
 
 
 @dataclass
@@ -223,7 +226,7 @@ class MemoryStore:
         self._removed_marks.update(marks)
         for sid in session_ids:
             session = self._sessions.pop(sid)
-            self._lists_bytes -= session.size
+            self._lists_bytes -= session.size + session.requests_size
             for change in session.history or ():
                 self._retained.release(change)
             del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
@@ -288,7 +291,7 @@ class MemoryStore:
         session = self._sessions.get(change.session_id)
         if session is None or session.revision != change.revision - 1:
             return None
-        size = list_bytes(change.todos) + (session.size - list_bytes(session.todos) if session.requests else 0)
+        size = list_bytes(change.todos)
         if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
             raise LimitExceeded("memory", self._budget.total)
         change = replace(change, cursor=self._cursor + 1)
@@ -359,7 +362,8 @@ class MemoryStore:
         return revision
 
     def _resize(self, session: _Session, delta: int) -> None:
-        session.size += delta
+        """Remembered requests count toward the lists' share of the budget."""
+        session.requests_size += delta
         self._lists_bytes += delta
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
