@@ -395,18 +395,15 @@ def add_todo_service(
     message that does not arrive within ``request_timeout`` seconds or does not parse ends
     the call); the streams send bytes already encoded."""
     service = pb.DESCRIPTOR.services_by_name["TodoService"]
+    deadlines = wire.Deadlines(request_timeout)
     handlers = {}
     for method in service.methods:
         parse = message_factory.GetMessageClass(method.input_type).FromString
         behaviour = getattr(servicer, method.name)
         if method.server_streaming:
-            handlers[method.name] = wire.server_streaming_handler(
-                method.full_name, behaviour, parse, request_timeout, abort
-            )
+            handlers[method.name] = wire.server_streaming_handler(method.full_name, behaviour, parse, deadlines, abort)
         else:
             serialize = message_factory.GetMessageClass(method.output_type).SerializeToString
-            handlers[method.name] = wire.unary_handler(
-                method.full_name, behaviour, parse, serialize, request_timeout, abort
-            )
+            handlers[method.name] = wire.unary_handler(method.full_name, behaviour, parse, serialize, deadlines, abort)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
