@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Iterable
 
 from sessiontodo_server.budget import Held
 from sessiontodo_server.errors import LimitExceeded, Unavailable
@@ -22,14 +23,11 @@ from sessiontodo_server.todos import Change, SessionFilter
 class Subscription:
     """One watcher's inbox: one session's changes, or (a feed) those of every session ``only`` matches."""
 
-    def __init__(
-        self, session_id: str, capacity: int, buffered: Held, max_bytes: int, only: SessionFilter | None = None
-    ) -> None:
+    def __init__(self, session_id: str, capacity: int, buffered: Held, only: SessionFilter | None = None) -> None:
         self.session_id = session_id
         self.only = only
         self._capacity = capacity
         self._buffered = buffered
-        self._max_bytes = max_bytes
         self._pending: deque[Change] = deque()
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = 0.0
@@ -38,17 +36,18 @@ class Subscription:
         self.closed: Change | Unavailable | None = None
         """Why the subscription ended: the session's removal, or the server shutting down."""
 
-    def push(self, change: Change) -> None:
+    def push(self, change: Change, fits: bool) -> int:
+        """Buffer ``change`` (1), or (0) drop the buffer and mark the watcher lagged when it is full or
+        the buffers' share of the memory budget would not ``fit`` it; the hub holds what was buffered."""
         if self.lagged or self.closed:
-            return
-        buffered = self._buffered
-        if len(self._pending) >= self._capacity or buffered.bytes + buffered.size_if_held(change) > self._max_bytes:
-            self._release()
-            self.lagged = True
-        else:
-            self._pending.append(change)
-            buffered.hold(change)
+            return 0
         self._wake(True)
+        if fits and len(self._pending) < self._capacity:
+            self._pending.append(change)
+            return 1
+        self._release()
+        self.lagged = True
+        return 0
 
     def _release(self) -> None:
         for change in self._pending:
@@ -140,13 +139,13 @@ class WatchHub:
 
     def subscribe(self, session_id: str) -> Subscription:
         self._admit()
-        subscription = Subscription(session_id, self._buffer_size, self.buffered, self._buffer_bytes)
+        subscription = Subscription(session_id, self._buffer_size, self.buffered)
         self._by_session.setdefault(session_id, set()).add(subscription)
         return subscription
 
     def subscribe_feed(self, only: SessionFilter) -> Subscription:
         self._admit()
-        subscription = Subscription("", self._buffer_size, self.buffered, self._buffer_bytes, only)
+        subscription = Subscription("", self._buffer_size, self.buffered, only)
         self._feeds.add(subscription)
         return subscription
 
@@ -166,15 +165,20 @@ class WatchHub:
             del self._by_session[subscription.session_id]
 
     def publish(self, change: Change) -> None:
-        for subscription in self._by_session.get(change.session_id, ()):
-            subscription.push(change)
+        if watchers := self._by_session.get(change.session_id):
+            self._deliver(change, watchers)
         self._publish_to_feeds(change)
 
     def _publish_to_feeds(self, change: Change) -> None:
-        for feed in self._feeds:
-            if feed.only is not None and feed.only.matches(change.session_id, change.info):
-                feed.push(change)
+        if feeds := [f for f in self._feeds if f.only is not None and f.only.matches(change.session_id, change.info)]:
+            self._deliver(change, feeds)
         self.position = max(self.position, change.cursor)
+
+    def _deliver(self, change: Change, subscriptions: Iterable[Subscription]) -> None:
+        """One budget check and one hold per change, however many buffers take it."""
+        fits = self.buffered.bytes + self.buffered.size_if_held(change) <= self._buffer_bytes
+        if taken := sum(subscription.push(change, fits) for subscription in subscriptions):
+            self.buffered.hold(change, taken)
 
     def end_session(self, removal: Change) -> None:
         """Give every watcher of a removed session its final message, and forget them: a session

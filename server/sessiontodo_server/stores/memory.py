@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, Held, MemoryBudget, give_back, list_bytes
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, Held, MemoryBudget, change_bytes, give_back, list_bytes
 from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState
 from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionFilter, SessionInfo, Todo
@@ -105,7 +105,7 @@ class MemoryStore:
         self._feed_limit = feed_history
         self._budget = budget
         self._lists_bytes = 0
-        self._retained = Held()
+        self._retained = Held(ordered=True)
         """The changes in the feed and in sessions' histories, each counted once."""
         self._journal = journal
         self._sessions: dict[str, _Session] = {}
@@ -295,6 +295,7 @@ class MemoryStore:
         if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
             raise LimitExceeded("memory", self._budget.total)
         change = replace(change, cursor=self._cursor + 1)
+        change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
         now = self._clock()
         if self._journal is not None:
             self._journal.commit(change, request, self._request_floor(session, change.revision, now))
