@@ -221,6 +221,64 @@ def feed_rows(sessions: int, watches: float, feed: float) -> list[Row]:
     ]
 
 
+@dataclass
+class BigListResult:
+    """RSS around ``writes`` replacements of a ~1 MiB list on a session one watcher follows."""
+
+    writes: int
+    rss_before: int
+    rss_after: int
+    rss_removed: int
+    """After the watcher is gone and the session removed."""
+
+    @property
+    def per_change(self) -> float:
+        return (self.rss_after - self.rss_before) / self.writes
+
+
+def _mib_list(number: int) -> list[pb.Todo]:
+    """256 todos of 4000 characters: 1,024,000 characters, just under the default 1 MiB per list."""
+    return [pb.Todo(content=f"{number}:{index}:".ljust(4000, "x")) for index in range(256)]
+
+
+async def per_mib_change(log_dir: Path, writes: int, server_cpus: set[int], cpus: set[int]) -> BigListResult:
+    """What one 1 MiB change costs in resident memory while a watcher follows the session, and
+    whether it comes back once the session is removed (it must not grow with every write)."""
+    server = ServerProcess.sessiontodo("memory-mib", "memory://", server_cpus, log_dir)
+
+    async def measure(server: ServerProcess, channel: grpc.aio.Channel) -> BigListResult:
+        stub = pb_grpc.TodoServiceStub(channel)
+        await stub.CreateSession(pb.CreateSessionRequest(session_id="big"))
+        holders = await _hold_watchers(server.address, "big", 1, cpus, same_session=True)
+        try:
+            for number in range(5):  # warm-up: allocator pools, the first big messages
+                await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="big", todos=_mib_list(-number)))
+            before = await _settled_rss(server)
+            for number in range(writes):
+                await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="big", todos=_mib_list(number)))
+            after = await _settled_rss(server)
+        finally:
+            await _stop(holders)
+        await stub.RemoveSession(pb.RemoveSessionRequest(session_id="big"))
+        return BigListResult(writes, before, after, await _settled_rss(server))
+
+    return await _with_server(server, measure)  # type: ignore[return-value]
+
+
+def big_list_rows(result: BigListResult) -> list[Row]:
+    return [
+        Row("4. memory", "RSS per 1 MiB change on a watched session", result.per_change / MIB, "MiB"),
+        Row(
+            "4. memory",
+            f"RSS after {result.writes} 1 MiB changes, watcher gone and session removed",
+            result.rss_removed / MIB,
+            "MiB",
+            baseline=result.rss_before / MIB,
+            baseline_name="before the changes",
+        ),
+    ]
+
+
 def memory_rows(result: MemoryResult) -> list[Row]:
     rows = [
         Row(

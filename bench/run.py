@@ -30,11 +30,13 @@ import grpc
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
+    big_list_rows,
     churn,
     feed_rows,
     feed_versus_watches,
     memory_rows,
     per_bare_stream,
+    per_mib_change,
     per_session_and_watcher,
 )
 from processes import BENCH, CpuPlan, ServerProcess
@@ -64,6 +66,7 @@ class Sizes:
     churn_sessions: int
     churn_cycles: int
     replica_samples: int
+    big_list_writes: int
 
 
 FULL = Sizes(
@@ -85,6 +88,7 @@ FULL = Sizes(
     churn_sessions=100_000,
     churn_cycles=3,
     replica_samples=300,
+    big_list_writes=200,
 )
 QUICK = Sizes(
     rounds=1,
@@ -105,6 +109,7 @@ QUICK = Sizes(
     churn_sessions=2000,
     churn_cycles=1,
     replica_samples=20,
+    big_list_writes=10,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -197,9 +202,12 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     )
     progress("figure 4: memory for following every session: one feed vs one watch per session")
     watches, feed = await feed_versus_watches(scratch, sizes.feed_sessions, cpus.server, cpus.load)
-    figures[4] = memory_rows(memory) + feed_rows(sizes.feed_sessions, watches, feed)
+    progress("figure 4: RSS per 1 MiB change on a watched session, and after its removal")
+    big_list = await per_mib_change(scratch, sizes.big_list_writes, cpus.server, cpus.load)
+    figures[4] = memory_rows(memory) + feed_rows(sizes.feed_sessions, watches, feed) + big_list_rows(big_list)
     plotted["memory"] = asdict(memory)
     plotted["feed"] = {"sessions": sizes.feed_sessions, "watches_bytes": watches, "feed_bytes": feed}
+    plotted["big_list"] = asdict(big_list)
 
     if shutil.which("redis-server"):
         progress("figure 6: write-to-watcher latency across replicas sharing one Redis (bench/replicas.py)")

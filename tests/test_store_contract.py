@@ -258,6 +258,21 @@ async def test_a_request_id_is_remembered_with_its_write(store: TodoStore) -> No
     assert await store.find_request("s", "req-2") is None
 
 
+async def test_a_request_id_is_remembered_per_session_for_10000_writes_with_its_fingerprint(
+    store: TodoStore,
+) -> None:
+    state, _ = await _create(store, "s")
+    await _create(store, "other")
+    todo = Todo(id="t", content="once")
+    result = AddResult(todo, 0, state.revision + 1, "fingerprint-1")
+    change = Change("s", ChangeKind.TODO_ADDED, state.revision + 1, (todo,), "t", info=state.info)
+    assert await store.commit(change, ("req-1", result))
+    for _ in range(10_000):
+        await _commit(store, "s", "later")
+    assert await store.find_request("s", "req-1") == result
+    assert await store.find_request("other", "req-1") is None  # request ids are per session
+
+
 async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> None:
     state, _ = await _create(store, "s")
     todo = Todo(id="t", content="once")

@@ -9,6 +9,7 @@ import sys
 
 from sessiontodo_server.app import start_server
 from sessiontodo_server.settings import Settings
+from sessiontodo_server.stores.base import StoreStartupError
 
 
 async def serve(settings: Settings) -> None:
@@ -26,7 +27,11 @@ def main() -> None:
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(serve(settings))
+    try:
+        asyncio.run(serve(settings))
+    except StoreStartupError as error:
+        logging.getLogger("sessiontodo_server").critical("%s", error)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

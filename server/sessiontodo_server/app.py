@@ -18,7 +18,9 @@ from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from sessiontodo_server import descriptors
 from sessiontodo_server.book import TodoBook
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
@@ -29,19 +31,21 @@ from sessiontodo_server.watch import WatchHub
 log = logging.getLogger(__name__)
 
 
-def open_store(url: str, history_limit: int, feed_history: int = 4096) -> TodoStore:
+def open_store(
+    url: str, history_limit: int, feed_history: int = 4096, budget: MemoryBudget = DEFAULT_MEMORY_BUDGET
+) -> TodoStore:
     """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
     ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis."""
     scheme = urlsplit(url).scheme
     if scheme == "memory":
-        return MemoryStore(history_limit, feed_history=feed_history)
+        return MemoryStore(history_limit, feed_history=feed_history, budget=budget)
     if scheme == "sqlite":
         path = url.removeprefix("sqlite:///")
         if not path or path == url:
             raise ValueError(
                 f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
             )
-        return open_sqlite_store(Path(path), history_limit, feed_history)
+        return open_sqlite_store(Path(path), history_limit, feed_history, budget)
     if scheme in ("redis", "rediss"):
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
@@ -49,11 +53,22 @@ def open_store(url: str, history_limit: int, feed_history: int = 4096) -> TodoSt
     raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or redis://host:port/db")
 
 
-def _server_options(settings: Settings) -> list[tuple[str, int]]:
+def _server_options(settings: Settings, max_connections: int) -> list[tuple[str, int]]:
     options = [
         ("grpc.so_reuseport", int(settings.reuse_port)),
-        # Accept client keepalive pings every 10 s, also on idle connections.
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.max_concurrent_streams", settings.max_streams_per_connection),
+        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.server_handshake_timeout_ms", _ms(settings.request_timeout)),
+        (
+            "grpc.max_connection_idle_ms",
+            _ms(settings.max_connection_idle) if settings.max_connection_idle else _FOREVER,
+        ),
+        # Ping quiet connections so dead peers (and their watches) are dropped; accept client
+        # pings down to the minimum interval, also without calls, and GOAWAY clients pinging faster.
+        ("grpc.keepalive_time_ms", _ms(settings.keepalive_time)),
+        ("grpc.keepalive_timeout_ms", _ms(settings.keepalive_timeout)),
+        ("grpc.http2.min_ping_interval_without_data_ms", _ms(settings.min_client_ping_interval)),
+        ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
     if settings.max_connection_age:
@@ -62,6 +77,13 @@ def _server_options(settings: Settings) -> list[tuple[str, int]]:
             ("grpc.max_connection_age_grace_ms", int(settings.shutdown_grace * 1000)),
         ]
     return options
+
+
+_FOREVER = 2**31 - 1  # INT_MAX: what gRPC core takes as "never"
+
+
+def _ms(seconds: float) -> int:
+    return min(int(seconds * 1000), _FOREVER)
 
 
 class _ReflectionPool:
@@ -96,6 +118,7 @@ class RunningServer:
     health: health.aio.HealthServicer
     shutdown_grace: float
     expiry: asyncio.Task[None]
+    descriptor_watch: asyncio.Task[None]
 
     @property
     def address(self) -> str:
@@ -105,6 +128,7 @@ class RunningServer:
         """Health NOT_SERVING, watches end with UNAVAILABLE, then stop within the grace period."""
         await self.health.enter_graceful_shutdown()
         self.expiry.cancel()
+        self.descriptor_watch.cancel()
         self.book.shut_down()
         await self.server.stop(self.shutdown_grace)
         await self.store.close()
@@ -125,7 +149,13 @@ async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool)
 
 
 async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
-    store = store if store is not None else open_store(settings.store, settings.history_limit, settings.feed_history)
+    store = (
+        store
+        if store is not None
+        else open_store(
+            settings.store, settings.history_limit, settings.feed_history, MemoryBudget(settings.memory_budget)
+        )
+    )
     await store.open()
     try:
         return await _serve(settings, store)
@@ -136,11 +166,13 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
 
 async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     limits = settings.limits()
-    hub = WatchHub(settings.watch_buffer, limits.max_watchers)
+    hub = WatchHub(settings.watch_buffer, limits.max_watchers, MemoryBudget(settings.memory_budget).buffers)
     book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl)
 
-    server = grpc.aio.server(options=_server_options(settings))
-    add_todo_service(server, TodoServicer(book))
+    file_descriptors = descriptors.raise_soft_limit()
+    max_connections = descriptors.connection_limit(settings.max_connections, file_descriptors)
+    server = grpc.aio.server(options=_server_options(settings, max_connections))
+    add_todo_service(server, TodoServicer(book), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection:
@@ -152,5 +184,13 @@ async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
     store.on_availability_change(functools.partial(_set_health, health_servicer))
     await _set_health(health_servicer, True)
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
-    log.info("serving on %s:%d with store %s", settings.host, port, _without_password(settings.store))
-    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace, expiry)
+    watch = asyncio.create_task(descriptors.watch(file_descriptors, max_connections), name="descriptor watch")
+    log.info(
+        "serving on %s:%d with store %s; at most %d connections of %d streams each",
+        settings.host,
+        port,
+        _without_password(settings.store),
+        max_connections,
+        settings.max_streams_per_connection,
+    )
+    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace, expiry, watch)

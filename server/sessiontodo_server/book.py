@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from sessiontodo_server import todos as ops
 from sessiontodo_server.errors import (
     InvalidArgument,
+    RequestIdReused,
     RevisionMismatch,
     SessionNotFound,
     TodoError,
@@ -249,13 +250,17 @@ class TodoBook:
         if len(request_id) > self._limits.max_todo_id_length:
             raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
 
+        fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
+
         def mutate(state: SessionState) -> _Mutation:
             todos, todo, position = ops.insert(state.todos, draft, index, self._limits)
-            result = AddResult(todo, position, state.revision + 1)
+            result = AddResult(todo, position, state.revision + 1, fingerprint)
             return _Mutation(ChangeKind.TODO_ADDED, todos, todo.id, result)
 
         written = await self._write(session_id, expected_revision, mutate, request_id, origin)
         if written.previous is not None:
+            if written.previous.fingerprint and written.previous.fingerprint != fingerprint:
+                raise RequestIdReused(session_id, request_id)
             return written.previous
         assert written.mutation is not None and written.mutation.result is not None
         return written.mutation.result
@@ -491,3 +496,10 @@ def _page_start(token: str, only: SessionFilter) -> str:
     if digest != _filter_digest(only) or not last_id:
         raise InvalidArgument([("page_token", "is not a token this service issued for these filters")])
     return last_id
+
+
+def _fingerprint(draft: TodoDraft, index: int | None, expected_revision: int | None, origin: str) -> str:
+    """What an AddTodo asks for, so a reused request_id asking for something else is told apart
+    from a retry (which asks for exactly the same)."""
+    asked = (draft.id, draft.content, draft.status, draft.priority, sorted(draft.metadata.items()), index)
+    return hashlib.blake2b(repr((*asked, expected_revision, origin)).encode(), digest_size=12).hexdigest()

@@ -59,6 +59,18 @@ class LimitExceeded(TodoError):
         super().__init__(f"{limit} limit of {value} reached")
 
 
+class RequestIdReused(TodoError):
+    """A request id already used in this session by a request asking for something else."""
+
+    def __init__(self, session_id: str, request_id: str) -> None:
+        self.session_id = session_id
+        self.request_id = request_id
+        super().__init__(
+            f"request_id {request_id!r} was already used in session {session_id!r} by a different request;"
+            " use a new request_id for a new request"
+        )
+
+
 class Unavailable(TodoError):
     """The service cannot serve the call right now (shutting down, store unreachable); retry."""
 

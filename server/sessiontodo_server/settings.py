@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sessiontodo_server.budget import DEFAULT_BUDGET
 from sessiontodo_server.todos import Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
@@ -34,6 +35,12 @@ class Settings(BaseSettings):
     )
     expiry_interval: float = Field(1.0, gt=0, description="Seconds between checks for expired sessions.")
     watch_buffer: int = Field(256, ge=1, description="Changes buffered per watcher before it is reset.")
+    memory_budget: int = Field(
+        DEFAULT_BUDGET,
+        ge=16 << 20,
+        description="Bytes for lists (half: writes beyond are RESOURCE_EXHAUSTED), history (a quarter) and"
+        " watcher buffers (a quarter).",
+    )
     progress_interval: float = Field(10.0, gt=0, description="Seconds between PROGRESS messages on a quiet watch.")
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight calls get to finish on shutdown.")
     reflection: bool = Field(True, description="Serve gRPC server reflection (for grpcurl).")
@@ -42,6 +49,26 @@ class Settings(BaseSettings):
         0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never."
     )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
+
+    max_streams_per_connection: int = Field(
+        1000, ge=1, description="Concurrent calls (watches included) one HTTP/2 connection may open."
+    )
+    max_connections: int = Field(
+        0, ge=0, description="Connections accepted at once; 0: the file-descriptor limit less a reserve."
+    )
+    max_connection_idle: float = Field(
+        300, ge=0, description="Seconds a connection without calls stays open; 0 forever."
+    )
+    request_timeout: float = Field(
+        10, gt=0, description="Seconds a call may take to send its request message before it is ended."
+    )
+    keepalive_time: float = Field(
+        60, gt=0, description="Seconds between the server's pings on a quiet connection (dead peers are dropped)."
+    )
+    keepalive_timeout: float = Field(20, gt=0, description="Seconds to wait for a ping's answer.")
+    min_client_ping_interval: float = Field(
+        10, gt=0, description="Clients pinging more often than this are disconnected (GOAWAY too_many_pings)."
+    )
 
     max_session_id_length: int = Field(128, ge=1, le=1024)
     max_todo_id_length: int = Field(128, ge=1, le=1024)

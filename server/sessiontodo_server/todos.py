@@ -115,8 +115,8 @@ EVERY_SESSION = SessionFilter()
 
 
 # Identity equality on purpose: a change is an event, and watchers share one encoding
-# of it by identity (see ``transport.encode_change``).
-@dataclass(frozen=True, slots=True, eq=False)
+# of it by identity, for as long as the change lives (see ``transport.encode_change``).
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Change:
     """One message of a session's change feed: the full list and the session's metadata after
     the change. ``cursor`` is the change's position in the store's server-wide feed (0 for

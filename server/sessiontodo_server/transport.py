@@ -8,10 +8,10 @@ violations, ErrorInfo) that grpcurl and every gRPC client can read.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import message_factory
@@ -19,8 +19,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_server import errors
+from sessiontodo_server import errors, wire
 from sessiontodo_server.book import TodoBook
+from sessiontodo_server.status_fit import fit_status
 from sessiontodo_server.stores.base import SessionState
 from sessiontodo_server.todos import (
     Change,
@@ -52,6 +53,7 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
     errors.RevisionMismatch: (code_pb2.ABORTED, "REVISION_MISMATCH"),
     errors.ParentMismatch: (code_pb2.FAILED_PRECONDITION, "PARENT_MISMATCH"),
     errors.LimitExceeded: (code_pb2.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED"),
+    errors.RequestIdReused: (code_pb2.FAILED_PRECONDITION, "REQUEST_ID_REUSED"),
     errors.Unavailable: (code_pb2.UNAVAILABLE, "UNAVAILABLE"),
 }
 
@@ -59,6 +61,7 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
 _ERROR_METADATA = {
     "session_id": "sessionId",
     "todo_id": "todoId",
+    "request_id": "requestId",
     "expected": "expectedRevision",
     "actual": "actualRevision",
     "parent_id": "parentId",
@@ -184,26 +187,17 @@ def _encode(change: Change) -> bytes:
 
 
 class _SharedEncodings:
-    """One encoding per published change, shared by all its watchers and feeds while they drain it.
+    """One encoding per published change, shared by all its watchers and feeds, living exactly
+    as long as the change does (in a history, a feed or a watcher's buffer): nothing outlives
+    its watchers, and the memory budget counts it with the change (``budget.change_bytes``)."""
 
-    Bounded by bytes as well as count, so a burst of big lists is never held longer than the
-    fan-out that needs it (changes hash by identity, and the cache holds the change itself, so
-    an entry can never be confused with a later change).
-    """
-
-    def __init__(self, max_entries: int = 256, max_bytes: int = 32 << 20) -> None:
-        self._entries: OrderedDict[Change, bytes] = OrderedDict()
-        self._bytes = 0
-        self._max_entries = max_entries
-        self._max_bytes = max_bytes
+    def __init__(self) -> None:
+        self._entries: weakref.WeakKeyDictionary[Change, bytes] = weakref.WeakKeyDictionary()
 
     def __call__(self, change: Change) -> bytes:
         encoded = self._entries.get(change)
         if encoded is None:
             encoded = self._entries[change] = _encode(change)
-            self._bytes += len(encoded)
-            while len(self._entries) > self._max_entries or self._bytes > self._max_bytes:
-                self._bytes -= len(self._entries.popitem(last=False)[1])
         return encoded
 
 
@@ -239,13 +233,19 @@ def _filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
+async def abort(context: grpc.aio.ServicerContext, error: errors.TodoError) -> NoReturn:
+    """End the call with the error's status, trimmed to fit the client's metadata limit."""
+    await context.abort_with_status(rpc_status.to_status(fit_status(to_status(error))))
+    raise AssertionError("abort_with_status returned")  # it always raises
+
+
 def _translating_errors(handler: Handler) -> Handler:
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
         except errors.TodoError as error:
-            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+            await abort(context, error)
 
     return wrapper  # type: ignore[return-value]
 
@@ -372,7 +372,7 @@ class TodoServicer:
                 async for change in changes:
                     yield encode_change(change)
         except errors.TodoError as error:
-            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+            await abort(context, error)
 
     async def WatchChanges(
         self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
@@ -384,27 +384,26 @@ class TodoServicer:
                 async for message in messages:
                     yield encode_feed_message(message.change, message.cursor)
         except errors.TodoError as error:
-            await context.abort_with_status(rpc_status.to_status(to_status(error)))
+            await abort(context, error)
 
 
-def add_todo_service(server: grpc.aio.Server, servicer: object) -> None:
+def add_todo_service(
+    server: grpc.aio.Server, servicer: object, request_timeout: float = wire.DEFAULT_REQUEST_TIMEOUT
+) -> None:
     """Register every rpc of the service on ``servicer``'s methods of the same names (the
-    bench's echo baseline registers the same way); the streams send bytes already encoded."""
+    bench's echo baseline registers the same way), each behind the wire guard (a request
+    message that does not arrive within ``request_timeout`` seconds or does not parse ends
+    the call); the streams send bytes already encoded."""
     service = pb.DESCRIPTOR.services_by_name["TodoService"]
+    deadlines = wire.Deadlines(request_timeout)
     handlers = {}
     for method in service.methods:
-        request_type = message_factory.GetMessageClass(method.input_type)
-        response_type = message_factory.GetMessageClass(method.output_type)
+        parse = message_factory.GetMessageClass(method.input_type).FromString
         behaviour = getattr(servicer, method.name)
         if method.server_streaming:
-            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                behaviour, request_deserializer=request_type.FromString
-            )
+            handlers[method.name] = wire.server_streaming_handler(method.full_name, behaviour, parse, deadlines, abort)
         else:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                behaviour,
-                request_deserializer=request_type.FromString,
-                response_serializer=response_type.SerializeToString,
-            )
+            serialize = message_factory.GetMessageClass(method.output_type).SerializeToString
+            handlers[method.name] = wire.unary_handler(method.full_name, behaviour, parse, serialize, deadlines, abort)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)

@@ -4,14 +4,18 @@ Publishing never awaits: a change is appended to each watcher of its session (an
 its session), and to each feed whose filter it matches, and they are woken. A watcher whose
 buffer is full is marked lagged and its buffer dropped; it then catches up with one reset
 snapshot. So a stuck watcher costs at most its buffer, and never delays the writer or the
-other watchers.
+other watchers. Buffers are bounded in bytes too, all together (each change counted once
+however many buffers share it): a watcher whose buffer would take them past their share of
+the memory budget is reset the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Iterable
 
+from sessiontodo_server.budget import Held
 from sessiontodo_server.errors import LimitExceeded, Unavailable
 from sessiontodo_server.todos import Change, SessionFilter
 
@@ -19,10 +23,11 @@ from sessiontodo_server.todos import Change, SessionFilter
 class Subscription:
     """One watcher's inbox: one session's changes, or (a feed) those of every session ``only`` matches."""
 
-    def __init__(self, session_id: str, capacity: int, only: SessionFilter | None = None) -> None:
+    def __init__(self, session_id: str, capacity: int, buffered: Held, only: SessionFilter | None = None) -> None:
         self.session_id = session_id
         self.only = only
         self._capacity = capacity
+        self._buffered = buffered
         self._pending: deque[Change] = deque()
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = 0.0
@@ -31,15 +36,23 @@ class Subscription:
         self.closed: Change | Unavailable | None = None
         """Why the subscription ended: the session's removal, or the server shutting down."""
 
-    def push(self, change: Change) -> None:
+    def push(self, change: Change, fits: bool) -> int:
+        """Buffer ``change`` (1), or (0) drop the buffer and mark the watcher lagged when it is full or
+        the buffers' share of the memory budget would not ``fit`` it; the hub holds what was buffered."""
         if self.lagged or self.closed:
-            return
-        if len(self._pending) >= self._capacity:
-            self._pending.clear()
-            self.lagged = True
-        else:
-            self._pending.append(change)
+            return 0
         self._wake(True)
+        if fits and len(self._pending) < self._capacity:
+            self._pending.append(change)
+            return 1
+        self._release()
+        self.lagged = True
+        return 0
+
+    def _release(self) -> None:
+        for change in self._pending:
+            self._buffered.release(change)
+        self._pending.clear()
 
     def close(self, reason: Change | Unavailable) -> None:
         self.closed = reason
@@ -78,7 +91,8 @@ class Subscription:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 
     def disarm(self) -> None:
-        """Drop the timer of a subscription that is over."""
+        """Drop the timer and the buffer of a subscription that is over."""
+        self._release()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -86,7 +100,7 @@ class Subscription:
     def drain(self) -> list[Change]:
         """Everything pending, and clears the lagged mark (the caller resets instead)."""
         changes = list(self._pending)
-        self._pending.clear()
+        self._release()
         self.lagged = False
         return changes
 
@@ -94,9 +108,12 @@ class Subscription:
 class WatchHub:
     """Subscriptions by session id; a change touches only its own session's watchers."""
 
-    def __init__(self, buffer_size: int, max_watchers: int) -> None:
+    def __init__(self, buffer_size: int, max_watchers: int, buffer_bytes: int = 1 << 28) -> None:
         self._buffer_size = buffer_size
         self._max_watchers = max_watchers
+        self._buffer_bytes = buffer_bytes
+        self.buffered = Held()
+        """The changes waiting in any watcher's buffer, each counted once."""
         self._by_session: dict[str, set[Subscription]] = {}
         self._feeds: set[Subscription] = set()
         self._count = 0
@@ -122,13 +139,13 @@ class WatchHub:
 
     def subscribe(self, session_id: str) -> Subscription:
         self._admit()
-        subscription = Subscription(session_id, self._buffer_size)
+        subscription = Subscription(session_id, self._buffer_size, self.buffered)
         self._by_session.setdefault(session_id, set()).add(subscription)
         return subscription
 
     def subscribe_feed(self, only: SessionFilter) -> Subscription:
         self._admit()
-        subscription = Subscription("", self._buffer_size, only)
+        subscription = Subscription("", self._buffer_size, self.buffered, only)
         self._feeds.add(subscription)
         return subscription
 
@@ -148,15 +165,20 @@ class WatchHub:
             del self._by_session[subscription.session_id]
 
     def publish(self, change: Change) -> None:
-        for subscription in self._by_session.get(change.session_id, ()):
-            subscription.push(change)
+        if watchers := self._by_session.get(change.session_id):
+            self._deliver(change, watchers)
         self._publish_to_feeds(change)
 
     def _publish_to_feeds(self, change: Change) -> None:
-        for feed in self._feeds:
-            if feed.only is not None and feed.only.matches(change.session_id, change.info):
-                feed.push(change)
+        if feeds := [f for f in self._feeds if f.only is not None and f.only.matches(change.session_id, change.info)]:
+            self._deliver(change, feeds)
         self.position = max(self.position, change.cursor)
+
+    def _deliver(self, change: Change, subscriptions: Iterable[Subscription]) -> None:
+        """One budget check and one hold per change, however many buffers take it."""
+        fits = self.buffered.bytes + self.buffered.size_if_held(change) <= self._buffer_bytes
+        if taken := sum(subscription.push(change, fits) for subscription in subscriptions):
+            self.buffered.hold(change, taken)
 
     def end_session(self, removal: Change) -> None:
         """Give every watcher of a removed session its final message, and forget them: a session

@@ -14,7 +14,12 @@ from typing import Protocol
 
 from sessiontodo_server.todos import GLOBAL_SESSION_ID, Change, RemovalReason, SessionFilter, SessionInfo, Todo
 
-__all__ = ["GLOBAL_SESSION_ID", "AddResult", "SessionState", "TodoStore"]
+__all__ = ["GLOBAL_SESSION_ID", "AddResult", "SessionState", "StoreStartupError", "TodoStore"]
+
+
+class StoreStartupError(Exception):
+    """The store cannot be used at all (in use by another server, unreadable): one line for the
+    operator, naming the file or address; the server exits instead of serving."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +41,8 @@ class AddResult:
     todo: Todo
     index: int
     revision: int
+    fingerprint: str = ""
+    """What the request asked for (``todos.request_fingerprint``); empty when not known (older data)."""
 
 
 class TodoStore(Protocol):

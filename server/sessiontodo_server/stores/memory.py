@@ -10,18 +10,31 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import logging
 import os
+import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, Held, MemoryBudget, change_bytes, give_back, list_bytes
 from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState
 from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionFilter, SessionInfo, Todo
 
-REQUEST_WINDOW = 1024
-"""AddTodo request ids are remembered for retries over a session's last this many revisions."""
+log = logging.getLogger(__name__)
+
+FEED_PURGE_BYTES = 1 << 20
+"""A removed session whose changes in the feed hold more than this has them dropped at once."""
+
+REQUEST_RETENTION_WRITES = 10_000
+REQUEST_RETENTION_SECONDS = 3600.0
+"""An AddTodo request id is remembered (per session) until it is both this many writes of its
+session and this many seconds old: a retry within either gets the first result."""
+
+REQUEST_BYTES = 160
+"""What remembering one request costs beyond its todo's text, for the memory budget."""
 
 REMOVED_MARKS = 100_000
 """Removed ids whose last revision is remembered, so that re-creating one resumes above it.
@@ -35,8 +48,13 @@ class _Session:
     todos: tuple[Todo, ...] = ()
     children: set[str] | None = None
     history: deque[Change] | None = None
-    requests: OrderedDict[str, AddResult] | None = None
+    requests: OrderedDict[str, tuple[AddResult, float]] | None = None
+    """Remembered AddTodo results by request id, oldest first, with when they were remembered."""
     expiry_scheduled: bool = False
+    size: int = 0
+    """``budget.list_bytes`` of ``todos``."""
+    requests_size: int = 0
+    """What its remembered requests cost."""
 
 
 @dataclass
@@ -67,19 +85,37 @@ class Journal(Protocol):
     ) -> None:
         """Delete sessions, remember their last revisions (``marks``), forget older marks."""
 
+    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        """Call ``listener(False)`` while the journal refuses writes, ``listener(True)`` when it accepts them again."""
+
     def close(self) -> None: ...
 
 
 class MemoryStore:
-    def __init__(self, history_limit: int = 64, journal: Journal | None = None, feed_history: int = 4096) -> None:
+    def __init__(
+        self,
+        history_limit: int = 64,
+        journal: Journal | None = None,
+        feed_history: int = 4096,
+        budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
         self._history_limit = history_limit
+        self._feed_limit = feed_history
+        self._budget = budget
+        self._lists_bytes = 0
+        self._retained = Held(ordered=True)
+        """The changes in the feed and in sessions' histories, each counted once."""
         self._journal = journal
         self._sessions: dict[str, _Session] = {}
         self._sorted_ids: list[str] = []
         self._removed_marks: OrderedDict[str, int] = OrderedDict()
         self._removed_floor = 0
         self._cursor = 0
-        self._feed: deque[Change] = deque(maxlen=feed_history)
+        self._feed: deque[Change] = deque()
+        self._feed_floor = 0
+        """Changes at or below this cursor may be missing from the feed (a removed session's)."""
         self._expiries: list[tuple[float, str]] = []
         self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
@@ -91,13 +127,15 @@ class MemoryStore:
             self._removed_floor = loaded.removed_floor
             self._removed_marks.update(loaded.removed_marks)
             for session_id, revision, todos, info in loaded.sessions:
-                self._sessions[session_id] = _Session(revision, info, todos)
+                self._sessions[session_id] = _Session(revision, info, todos, size=list_bytes(todos))
+                self._lists_bytes += self._sessions[session_id].size
                 self._schedule_expiry(session_id, self._sessions[session_id])
             for session_id, session in self._sessions.items():
                 if session.info.parent_id in self._sessions:
                     self._adopt(session.info.parent_id, session_id)
+            now = self._clock()  # when they were first remembered is not kept: count from now
             for session_id, request_id, result in loaded.requests:
-                self._remember(self._sessions[session_id], request_id, result)
+                self._remember(self._sessions[session_id], request_id, result, now)
             self._sorted_ids = sorted(self._sessions)
         if GLOBAL_SESSION_ID not in self._sessions:
             self._insert(GLOBAL_SESSION_ID, SessionInfo())
@@ -140,7 +178,7 @@ class MemoryStore:
         created = Change(
             session_id, ChangeKind.SESSION_CREATED, session.revision, info=info, origin=origin, cursor=self._cursor
         )
-        self._feed.append(created)
+        self._record(created)
         return _state(session_id, session), created
 
     async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
@@ -149,11 +187,19 @@ class MemoryStore:
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
             doomed.extend(sorted(self._sessions[doomed_id].children or ()))
-        return self._remove(doomed, reason)
+        return self._removing(doomed, reason)
 
     async def remove_all_sessions(self) -> list[Change]:
-        removals = self._remove([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID], RemovalReason.REMOVED)
+        removals = self._removing([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID], RemovalReason.REMOVED)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
+        return removals
+
+    def _removing(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
+        """``_remove``, then the memory it let go of goes back to the system (once ``_remove``'s
+        frame, which still holds the last session, is gone)."""
+        held = self._lists_bytes + self._retained.bytes
+        removals = self._remove(session_ids, reason)
+        give_back(held - self._lists_bytes - self._retained.bytes)
         return removals
 
     def _remove(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
@@ -180,11 +226,31 @@ class MemoryStore:
         self._removed_marks.update(marks)
         for sid in session_ids:
             session = self._sessions.pop(sid)
+            self._lists_bytes -= session.size + session.requests_size
+            for change in session.history or ():
+                self._retained.release(change)
             del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
             if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
-        self._feed.extend(removals)
+        self._purge_feed(set(session_ids))
+        for removal in removals:
+            self._record(removal)
         return removals
+
+    def _purge_feed(self, gone: set[str]) -> None:
+        """Let go of removed sessions' changes in the feed when they hold more than ``FEED_PURGE_BYTES``,
+        so that memory comes back now; a feed resuming from before them then gets a RESET (as when
+        history is gone). Smaller ones stay for resuming feeds until the feed moves past them."""
+        if sum(self._retained.size(change) for change in self._feed if change.session_id in gone) <= FEED_PURGE_BYTES:
+            return
+        kept: deque[Change] = deque()
+        for change in self._feed:
+            if change.session_id in gone:
+                self._retained.release(change)
+                self._feed_floor = max(self._feed_floor, change.cursor)
+            else:
+                kept.append(change)
+        self._feed = kept
 
     def _forget_marks(self, incoming: int) -> list[str]:
         """Make room for ``incoming`` marks: the oldest are folded into the floor."""
@@ -225,29 +291,81 @@ class MemoryStore:
         session = self._sessions.get(change.session_id)
         if session is None or session.revision != change.revision - 1:
             return None
+        size = list_bytes(change.todos)
+        if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
+            raise LimitExceeded("memory", self._budget.total)
         change = replace(change, cursor=self._cursor + 1)
+        change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
+        now = self._clock()
         if self._journal is not None:
-            self._journal.commit(change, request, change.revision - REQUEST_WINDOW)
+            self._journal.commit(change, request, self._request_floor(session, change.revision, now))
         self._cursor = change.cursor
         session.revision = change.revision
         session.todos = change.todos
+        self._lists_bytes += size - session.size
+        session.size = size
         if change.info is not None:
             session.info = change.info
-        if session.history is None:
-            session.history = deque(maxlen=self._history_limit)
-        session.history.append(change)
-        self._feed.append(change)
+        if self._history_limit:
+            if session.history is None:
+                session.history = deque()
+            session.history.append(change)
+            self._retained.hold(change)
+            if len(session.history) > self._history_limit:
+                self._retained.release(session.history.popleft())
+        self._record(change)
         if request is not None:
-            self._remember(session, *request)
+            self._remember(session, *request, now)
+        self._forget_requests(session, now)
         self._schedule_expiry(change.session_id, session)
         return change
 
-    def _remember(self, session: _Session, request_id: str, result: AddResult) -> None:
+    def _record(self, change: Change) -> None:
+        """Append to the feed, then let go of the oldest retained changes beyond the count and
+        the history's share of the memory budget (from the feed and their session's history alike)."""
+        self._feed.append(change)
+        self._retained.hold(change)
+        if len(self._feed) > self._feed_limit:
+            self._retained.release(self._feed.popleft())
+        while self._retained.bytes > self._budget.history and (oldest := self._retained.oldest()) is not None:
+            if self._feed and self._feed[0] is oldest:
+                self._retained.release(self._feed.popleft())
+            session = self._sessions.get(oldest.session_id)
+            if session is not None and session.history and session.history[0] is oldest:
+                self._retained.release(session.history.popleft())
+            if oldest in self._retained:  # held elsewhere than at a front: never expected, never loop on it
+                log.error("retained change %s@%d is at no front; trimming stopped", oldest.session_id, oldest.revision)
+                return
+
+    @property
+    def memory_held(self) -> tuple[int, int]:
+        """(bytes of lists, bytes of retained history and feed), as the budget counts them."""
+        return self._lists_bytes, self._retained.bytes
+
+    def _remember(self, session: _Session, request_id: str, result: AddResult, now: float) -> None:
         if session.requests is None:
             session.requests = OrderedDict()
-        session.requests[request_id] = result
-        while not _in_window(session, next(iter(session.requests.values()))):
-            session.requests.popitem(last=False)
+        if (previous := session.requests.pop(request_id, None)) is not None:
+            self._resize(session, -_request_bytes(previous[0]))
+        session.requests[request_id] = (result, now)
+        self._resize(session, _request_bytes(result))
+
+    def _forget_requests(self, session: _Session, now: float) -> None:
+        floor = self._request_floor(session, session.revision, now)
+        while session.requests and next(iter(session.requests.values()))[0].revision < floor:
+            self._resize(session, -_request_bytes(session.requests.popitem(last=False)[1][0]))
+
+    def _request_floor(self, session: _Session, revision: int, now: float) -> int:
+        """The oldest revision whose request must still be remembered when the session is at ``revision``."""
+        for result, at in (session.requests or {}).values():
+            if result.revision >= revision - REQUEST_RETENTION_WRITES or at >= now - REQUEST_RETENTION_SECONDS:
+                return result.revision
+        return revision
+
+    def _resize(self, session: _Session, delta: int) -> None:
+        """Remembered requests count toward the lists' share of the budget."""
+        session.requests_size += delta
+        self._lists_bytes += delta
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         session = self._sessions.get(session_id)
@@ -262,11 +380,11 @@ class MemoryStore:
         session = self._sessions.get(session_id)
         if session is None or session.requests is None:
             return None
-        result = session.requests.get(request_id)
-        return result if result is not None and _in_window(session, result) else None
+        remembered = session.requests.get(request_id)
+        return None if remembered is None else remembered[0]
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
-        if cursor > self._cursor:
+        if cursor > self._cursor or cursor < self._feed_floor:
             return None
         missed = self._cursor - cursor
         if missed > len(self._feed):
@@ -301,11 +419,13 @@ class MemoryStore:
         """Nothing else writes to this store, so there is nothing to listen for."""
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
-        """An in-process store is always available."""
+        """Without a journal always available; with one, as available as its file is for writes."""
+        if self._journal is not None:
+            self._journal.on_availability_change(listener)
 
 
-def _in_window(session: _Session, result: AddResult) -> bool:
-    return result.revision >= session.revision - REQUEST_WINDOW
+def _request_bytes(result: AddResult) -> int:
+    return REQUEST_BYTES + list_bytes((result.todo,))
 
 
 def _state(session_id: str, session: _Session) -> SessionState:

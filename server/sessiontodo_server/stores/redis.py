@@ -46,7 +46,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound, Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState
-from sessiontodo_server.stores.memory import REQUEST_WINDOW
+from sessiontodo_server.stores.memory import REQUEST_RETENTION_WRITES as REQUEST_WINDOW
 from sessiontodo_server.todos import Change, ChangeKind, Todo, TodoPriority, TodoStatus
 
 log = logging.getLogger(__name__)

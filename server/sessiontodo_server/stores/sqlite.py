@@ -3,17 +3,28 @@
 SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives
 the process being killed (``kill -9``); only an operating-system crash or power loss can
 drop the last transactions. Reads are served from memory.
+
+One process owns the file (an exclusive ``flock`` held while it runs): two servers on one
+file would each serve their own copy and lose each other's writes. A write the file refuses
+(disk full, read-only, I/O error) is UNAVAILABLE and changes nothing; the store reports
+itself unavailable (health NOT_SERVING) until a probe write succeeds again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import json
+import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
+from sessiontodo_server.errors import Unavailable
+from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
 from sessiontodo_server.todos import Change, SessionInfo, Todo, TodoPriority, TodoStatus, frozen
 
@@ -67,22 +78,107 @@ def _dump_labels(labels: Mapping[str, str]) -> str:
 
 
 def _dump_result(result: AddResult) -> str:
-    return json.dumps([_dump_todos([result.todo]), result.index, result.revision])
+    return json.dumps([_dump_todos([result.todo]), result.index, result.revision, result.fingerprint])
 
 
 def _load_result(text: str) -> AddResult:
-    todos, index, revision = json.loads(text)
-    return AddResult(_load_todos(todos)[0], index, revision)
+    todos, index, revision, *fingerprint = json.loads(text)  # no fingerprint: written by 0.1
+    return AddResult(_load_todos(todos)[0], index, revision, *fingerprint)
+
+
+log = logging.getLogger(__name__)
+
+PROBE_INTERVAL = 1.0
+"""Seconds between probe writes while the file refuses writes."""
+
+
+def _lock(path: Path) -> int:
+    """An exclusive flock on the database file itself, held until the journal closes
+    (independent of SQLite's own POSIX locks, which it leaves alone)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise StoreStartupError(f"sqlite file {path} cannot be opened: {error.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreStartupError(f"sqlite file {path} is in use by another sessiontodo server") from None
+    return fd
 
 
 class SqliteJournal:
     def __init__(self, path: Path) -> None:
+        self._path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self._migrate()
+        self._lock_fd = _lock(path)
+        self._listener: Callable[[bool], Awaitable[None]] | None = None
+        self._probe: asyncio.Task[None] | None = None
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            with self._starting():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+                self._migrate()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        """Any SQLite error before serving is one line naming the file, never a traceback."""
+        try:
+            yield
+        except (sqlite3.Error, ValueError) as error:  # ValueError: a row that is not our JSON
+            raise StoreStartupError(f"sqlite file {self._path} cannot be used: {error}") from None
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction; an SQLite error is rolled back and refused (see ``_refused``)."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            self._rollback()
+            raise self._refused(error) from None
+
+    def _rollback(self) -> None:
+        """After a failed write (a failed COMMIT leaves its transaction open)."""
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    def _refused(self, error: sqlite3.Error) -> Unavailable:
+        """The file refused a write (disk full, read-only, I/O error): the store is unavailable
+        until a probe write succeeds; the caller gets UNAVAILABLE with the reason."""
+        log.warning("sqlite file %s refused a write: %s", self._path, error)
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._probe_until_writable(), name="sqlite probe")
+        return Unavailable(f"the store cannot write right now ({error}); retry later")
+
+    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        self._listener = listener
+
+    async def _probe_until_writable(self) -> None:
+        if self._listener is not None:
+            await self._listener(False)
+        while True:
+            await asyncio.sleep(PROBE_INTERVAL)
+            try:
+                self._probe_write()
+            except sqlite3.Error:
+                self._rollback()
+                continue
+            log.info("sqlite file %s accepts writes again", self._path)
+            if self._listener is not None:
+                await self._listener(True)
+            return
+
+    def _probe_write(self) -> None:
+        """A write of some size (64 KiB) that leaves nothing behind."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('write_probe', zeroblob(65536))")
+            self._db.execute("DELETE FROM meta WHERE key = 'write_probe'")
 
     def _migrate(self) -> None:
         present = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
@@ -103,6 +199,10 @@ class SqliteJournal:
         )
 
     def load(self) -> Loaded:
+        with self._starting():
+            return self._load()
+
+    def _load(self) -> Loaded:
         epoch = self._meta("feed_epoch")
         if epoch is None:
             epoch = int.from_bytes(os.urandom(6))
@@ -130,7 +230,7 @@ class SqliteJournal:
         )
 
     def create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
-        with self._transaction():
+        with self._writing(), self._transaction():
             self._db.execute(
                 "INSERT INTO sessions"
                 " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
@@ -151,7 +251,7 @@ class SqliteJournal:
     def commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
         info = change.info
         assert info is not None, "a committed change carries the session's metadata"
-        with self._transaction():
+        with self._writing(), self._transaction():
             self._db.execute(
                 "UPDATE sessions SET revision = ?, todos = ?, labels = ?, updated_at = ?, idle_ttl = ?"
                 " WHERE session_id = ?",
@@ -178,7 +278,7 @@ class SqliteJournal:
     def remove_sessions(
         self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
     ) -> None:
-        with self._transaction():
+        with self._writing(), self._transaction():
             for chunk in _chunks(session_ids, 500):
                 places = ",".join("?" * len(chunk))
                 self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
@@ -195,7 +295,12 @@ class SqliteJournal:
         return self._db
 
     def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
         self._db.close()
+        if self._lock_fd >= 0:  # after SQLite let go of the file; closing twice is harmless
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
@@ -203,5 +308,7 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def open_sqlite_store(path: Path, history_limit: int, feed_history: int) -> MemoryStore:
-    return MemoryStore(history_limit, journal=SqliteJournal(path), feed_history=feed_history)
+def open_sqlite_store(
+    path: Path, history_limit: int, feed_history: int, budget: MemoryBudget = DEFAULT_MEMORY_BUDGET
+) -> MemoryStore:
+    return MemoryStore(history_limit, journal=SqliteJournal(path), feed_history=feed_history, budget=budget)

@@ -1,0 +1,95 @@
+"""Every error reaches the client with its true code, however much it has to say."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_server.app import RunningServer
+from sessiontodo_server.status_fit import TRAILER_BUDGET, fit_status, trailer_size
+
+GLOBAL = "sessiontodo:global"
+"""The global list (its id is reserved)."""
+
+
+@pytest.fixture
+async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.TodoServiceStub]:
+    """A stub on a channel with gRPC's default limits (8 KiB of metadata)."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        yield pb_grpc.TodoServiceStub(channel)
+
+
+async def details(call: Any) -> tuple[grpc.StatusCode, str, list[tuple[str, str]], dict[str, str]]:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call
+    status = rpc_status.from_call(raised.value)
+    assert status is not None
+    violations: list[tuple[str, str]] = []
+    metadata: dict[str, str] = {}
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            violations = [(v.field, v.description) for v in bad_request.field_violations]
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            metadata = dict(info.metadata)
+    return raised.value.code(), raised.value.details() or "", violations, metadata
+
+
+async def test_a_thousand_bad_todos_are_invalid_argument_with_the_first_violations_and_a_count(
+    stub: pb_grpc.TodoServiceStub,
+) -> None:
+    request = pb.ReplaceTodosRequest(session_id=GLOBAL, todos=[pb.Todo() for _ in range(1000)])
+    code, message, violations, _ = await details(stub.ReplaceTodos(request))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    *shown, (last_field, last_description) = violations
+    assert shown[0] == ("todos[0].content", "must not be empty")
+    assert [field for field, _ in shown] == [f"todos[{n}].content" for n in range(len(shown))]
+    assert last_field == "" and last_description == f"and {1000 - len(shown)} more"
+    assert message.startswith("todos[0].content: must not be empty; ") and message.endswith(" more")
+    assert (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).revision == 0
+
+
+async def test_an_echoed_16000_character_todo_id_is_not_found_with_the_id_cut_short(
+    stub: pb_grpc.TodoServiceStub,
+) -> None:
+    todo_id = "t" * 16_000
+    code, message, _, metadata = await details(
+        stub.RemoveTodo(pb.RemoveTodoRequest(session_id=GLOBAL, todo_id=todo_id))
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
+    assert message.startswith("todo 'tttt") and len(message.encode()) <= 1024
+    echoed = next(value for value in metadata.values() if value.startswith("ttt"))
+    assert len(echoed) <= 200 and "16000" in echoed
+
+
+def test_a_small_status_is_left_as_it_is() -> None:
+    status = status_pb2.Status(code=code_pb2.NOT_FOUND, message="session not found: 'a'")
+    status.details.add().Pack(error_details_pb2.ErrorInfo(reason="SESSION_NOT_FOUND", metadata={"sessionId": "a"}))
+    assert fit_status(status) == status
+
+
+@pytest.mark.parametrize("count", [1, 50, 81, 500, 10_000])
+@pytest.mark.parametrize("text", ["x", "é" * 300, "%" * 5000])
+def test_every_status_fits_the_budget_and_keeps_its_code(count: int, text: str) -> None:
+    bad_request = error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(field=f"f{n}{text}", description=text) for n in range(count)
+        ]
+    )
+    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=text * count)
+    status.details.add().Pack(bad_request)
+    status.details.add().Pack(error_details_pb2.ErrorInfo(reason="INVALID_ARGUMENT", metadata={"value": text * 100}))
+    fitted = fit_status(status)
+    assert fitted.code == code_pb2.INVALID_ARGUMENT
+    assert trailer_size(fitted) <= TRAILER_BUDGET
+    assert len(fitted.details) == 2

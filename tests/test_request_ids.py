@@ -1,0 +1,122 @@
+"""AddTodo request ids: a retry gets the first result, a reused id asking for something else is
+FAILED_PRECONDITION, ids are per session, and they are remembered for at least an hour and
+10,000 writes of their session (also across a restart of the sqlite store)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiontodo_client import FailedPrecondition, Todo, TodoClient
+from sessiontodo_server.app import RunningServer
+from sessiontodo_server.stores.base import AddResult, TodoStore
+from sessiontodo_server.stores.memory import REQUEST_RETENTION_SECONDS, REQUEST_RETENTION_WRITES, MemoryStore
+from sessiontodo_server.stores.sqlite import SqliteJournal
+from sessiontodo_server.todos import Change, ChangeKind, SessionInfo
+from sessiontodo_server.todos import Todo as DomainTodo
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'todos.db'}"
+
+
+async def test_a_retry_returns_the_first_result_and_adds_nothing(start: Callable[..., Any], store_url: str) -> None:
+    server: RunningServer = await start(store=store_url)
+    async with TodoClient.connect(server.address) as client:
+        await client.create_session("s")
+        first = await client.add_todo("s", Todo(content="once"), request_id="r-1")
+        again = await client.add_todo("s", Todo(content="once"), request_id="r-1")
+        assert again == first
+        assert [t.content for t in (await client.get_todos("s")).todos] == ["once"]
+
+
+async def test_a_reused_request_id_asking_for_something_else_is_failed_precondition(
+    start: Callable[..., Any], store_url: str
+) -> None:
+    server: RunningServer = await start(store=store_url)
+    async with TodoClient.connect(server.address) as client:
+        await client.create_session("s")
+        await client.add_todo("s", Todo(content="once"), request_id="r-1")
+        for different in (dict(todo=Todo(content="other")), dict(todo=Todo(content="once"), index=0)):
+            with pytest.raises(FailedPrecondition) as raised:
+                await client.add_todo("s", request_id="r-1", **different)
+            assert raised.value.reason == "REQUEST_ID_REUSED"
+        assert [t.content for t in (await client.get_todos("s")).todos] == ["once"]
+
+
+async def test_request_ids_are_per_session(start: Callable[..., Any], store_url: str) -> None:
+    server: RunningServer = await start(store=store_url)
+    async with TodoClient.connect(server.address) as client:
+        for session_id in ("a", "b"):
+            await client.create_session(session_id)
+            await client.add_todo(session_id, Todo(content=f"in {session_id}"), request_id="r-1")
+            assert [t.content for t in (await client.get_todos(session_id)).todos] == [f"in {session_id}"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _add_with_request(store: TodoStore, request_id: str) -> AddResult:
+    state = await store.get("s")
+    assert state is not None
+    todo = DomainTodo(f"t{state.revision}", "added")
+    result = AddResult(todo, 0, state.revision + 1, "fingerprint")
+    change = Change("s", ChangeKind.TODO_ADDED, state.revision + 1, (todo,), todo.id, info=state.info)
+    assert await store.commit(change, (request_id, result))
+    return result
+
+
+async def _write(store: TodoStore, count: int) -> None:
+    for _ in range(count):
+        state = await store.get("s")
+        assert state is not None
+        change = Change("s", ChangeKind.TODOS_REPLACED, state.revision + 1, (), info=state.info)
+        assert await store.commit(change)
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_a_request_id_is_forgotten_only_after_an_hour_and_10000_writes(engine: str, tmp_path: Path) -> None:
+    clock = Clock()
+    journal = SqliteJournal(tmp_path / "todos.db") if engine == "sqlite" else None
+    store = MemoryStore(journal=journal, clock=clock)
+    await store.open()
+    await store.create_session("s", SessionInfo(), 10, "")
+    result = await _add_with_request(store, "r-1")
+    await _write(store, REQUEST_RETENTION_WRITES + 1)  # many writes within the hour: kept
+    assert await store.find_request("s", "r-1") == result
+    clock.now += REQUEST_RETENTION_SECONDS + 1  # an hour later and 10,000 writes on: forgotten at the next write
+    await _write(store, 1)
+    assert await store.find_request("s", "r-1") is None
+    await store.close()
+
+
+async def test_an_hour_old_request_id_is_kept_until_10000_writes_pass(tmp_path: Path) -> None:
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    await store.open()
+    await store.create_session("s", SessionInfo(), 10, "")
+    result = await _add_with_request(store, "r-1")
+    clock.now += 10 * REQUEST_RETENTION_SECONDS
+    await _write(store, REQUEST_RETENTION_WRITES - 1)
+    assert await store.find_request("s", "r-1") == result
+
+
+async def test_request_ids_and_their_fingerprints_survive_a_restart(tmp_path: Path) -> None:
+    store = MemoryStore(journal=SqliteJournal(tmp_path / "todos.db"))
+    await store.open()
+    await store.create_session("s", SessionInfo(), 10, "")
+    result = await _add_with_request(store, "r-1")
+    await store.close()
+    reopened = MemoryStore(journal=SqliteJournal(tmp_path / "todos.db"))
+    await reopened.open()
+    assert await reopened.find_request("s", "r-1") == result
+    await reopened.close()
