@@ -13,12 +13,11 @@ from typing import Any
 import grpc
 import grpc_testing
 import pytest
-from click.testing import Result
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from rich.console import Console
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_ctl.cli import State, app
@@ -41,7 +40,8 @@ class FakeServer:
 
     def run(self, *args: str, console: Console | None = None) -> Future[Result]:
         state = State(channel=self.channel) if console is None else State(channel=self.channel, console=console)
-        return self._executor.submit(CliRunner().invoke, app, list(args), obj=state)
+        runner = CliRunner()
+        return self._executor.submit(lambda: runner.invoke(app, list(args), obj=state))
 
     def answer(self, name: str, response: Any) -> tuple[Any, Any]:
         """Take the CLI's next call of ``name``, answer OK; returns (metadata, request)."""
@@ -249,7 +249,7 @@ def test_health_reports_each_service_and_fails_when_one_is_not_serving(server: F
     assert "NOT_SERVING" in result.stdout
 
 
-def _watch_message(kind: int, revision: int, *contents: str) -> pb.WatchTodosResponse:
+def _watch_message(kind: pb.ChangeKind.ValueType, revision: int, *contents: str) -> pb.WatchTodosResponse:
     return pb.WatchTodosResponse(
         session_id="s",
         kind=kind,
