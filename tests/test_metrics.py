@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import Aborted, NotFound, Todo, TodoClient
+from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_server import metrics as metrics_module
 from sessiontodo_server.app import RunningServer
 from sessiontodo_server.metrics import InstrumentedStore, Metrics
 from sessiontodo_server.stores.base import AddResult
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.todos import Change, ChangeKind, SessionInfo, TodoDraft
-from support import eventually
+from support import ROOT, eventually
 
 SERVICE = "sessiontodo.v1.TodoService"
 
@@ -150,7 +153,7 @@ async def test_a_failing_store_operation_is_counted_as_a_store_error() -> None:
     with pytest.raises(OSError):
         await store.commit(Change("s", ChangeKind.TODOS_REPLACED, state.revision + 1, ()))
     assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "commit"}) == 1
-    assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "create_session"}) is None
+    assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "create_session"}) == 0
 
 
 async def test_a_lagging_watcher_reset_is_counted(start: Callable[..., Any]) -> None:
@@ -181,3 +184,20 @@ async def test_a_resume_beyond_history_is_counted_as_a_history_reset(start: Call
             break
     samples = await scrape(server)
     assert value(samples, "sessiontodo_watch_resets_total", reason="history") == 1
+
+
+async def test_every_metric_the_grafana_dashboard_queries_is_exported(start: Callable[..., Any]) -> None:
+    server = await start(metrics_port=0)
+    sidecar = SidecarMetrics()
+    sidecar.sse_clients.set(0)
+    exported = {name for name, _ in await scrape(server)} | {
+        sample.name for family in sidecar.registry.collect() for sample in family.samples
+    }
+    sidecar.requests.labels("GET", "/event", "200")
+    sidecar.seconds.labels("GET", "/event")
+    exported |= {sample.name for family in sidecar.registry.collect() for sample in family.samples}
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", ())]
+    queried = {name for query in queries for name in re.findall(r"\b((?:grpc_server|sessiontodo|process)_\w+)", query)}
+    assert len(queried) >= 10
+    assert queried <= exported, queried - exported

@@ -39,6 +39,20 @@ SESSION_COUNT_INTERVAL = 5.0
 # go-grpc-prometheus's buckets are Prometheus' defaults; ours start lower, where a local call lands.
 _SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
+_STORE_OPERATIONS = (
+    "open",
+    "create_session",
+    "remove_session",
+    "remove_all_sessions",
+    "list_sessions",
+    "session_count",
+    "get",
+    "commit",
+    "changes_after",
+    "find_request",
+)
+"""Every operation ``InstrumentedStore`` times: its series exist at zero from the start."""
+
 _GO_CODE_NAMES = {
     grpc.StatusCode.CANCELLED: "Canceled",  # Go's spelling: dashboards match on it
     **{
@@ -118,6 +132,9 @@ class Metrics:
         )
         self.sessions = Gauge("sessiontodo_sessions", "Sessions in the store.", registry=self.registry)
         self.watchers = Gauge("sessiontodo_watchers", "Open WatchTodos streams on this server.", registry=self.registry)
+        for operation in _STORE_OPERATIONS:
+            self.store_seconds.labels(operation)
+            self.store_errors.labels(operation)
         for reason in ResetReason.__args__:  # type: ignore[attr-defined]
             self.watch_resets.labels(reason)
         for reason in ConflictReason.__args__:  # type: ignore[attr-defined]
@@ -128,8 +145,8 @@ class Metrics:
         so rates and ratios exist before the first call and error codes before the first error."""
         for method in service.methods:
             labels = (grpc_type(method.client_streaming, method.server_streaming), service.full_name, method.name)
-            self.started.labels(*labels)
-            self.handling_seconds.labels(*labels)
+            for metric in (self.started, self.handling_seconds, self.msg_received, self.msg_sent):
+                metric.labels(*labels)
             for code in grpc.StatusCode:
                 self.handled.labels(*labels, code_name(code))
 
