@@ -60,7 +60,7 @@ async def test_requests_are_counted_by_route_template_and_status(
 async def test_connected_event_clients_are_a_gauge(launch_sidecar: Callable[..., Awaitable[RunningSidecar]]) -> None:
     sidecar = await launch_sidecar(metrics=True)
     async with httpx.AsyncClient(base_url=sidecar.url, timeout=10) as http:
-        gauge = ("sessiontodo_opencode_sse_clients", frozenset())
+        gauge: tuple[str, frozenset[tuple[str, str]]] = ("sessiontodo_opencode_sse_clients", frozenset())
         response = await http.send(http.build_request("GET", "/event"), stream=True)
         feed = EventFeed(response)
         await feed.next_event()
