@@ -102,7 +102,7 @@ def test_json_output_is_one_parseable_object(server: FakeServer) -> None:
     result = finished(run)
     assert json.loads(result.stdout) == {
         "revision": 2,
-        "todos": [{"id": "a", "content": "A", "status": "pending", "priority": "medium"}],
+        "todos": [{"id": "a", "content": "A", "status": "pending", "priority": "medium", "metadata": {}}],
     }
 
 
@@ -159,6 +159,7 @@ def test_replace_reads_the_output_of_get_and_sends_the_expected_revision(server:
         session_id="s",
         todos=[pb.Todo(id="a", content="A", status=pb.TODO_STATUS_IN_PROGRESS, priority=pb.TODO_PRIORITY_HIGH)],
         expected_revision=3,
+        origin="sessiontodoctl",
     )
     assert finished(run).exit_code == 0
 
@@ -195,18 +196,37 @@ def test_done_marks_the_todo_completed(server: FakeServer) -> None:
             changed=True,
         ),
     )
-    assert request == pb.UpdateTodoRequest(session_id="s", todo_id="t1", status=pb.TODO_STATUS_COMPLETED)
+    assert request == pb.UpdateTodoRequest(
+        session_id="s", todo_id="t1", status=pb.TODO_STATUS_COMPLETED, origin="sessiontodoctl"
+    )
     assert "completed t1, revision 6" in finished(run).stdout
 
 
-def test_create_sends_the_parent_and_says_whether_it_was_created(server: FakeServer) -> None:
-    run = server.run("create", "child", "--parent", "root")
+def test_create_sends_the_parent_and_labels_and_says_whether_it_was_created(server: FakeServer) -> None:
+    run = server.run("create", "child", "--parent", "root", "--label", "project=web", "-l", "title=Fix it")
     _, request = server.answer(
         "CreateSession",
         pb.CreateSessionResponse(session=pb.Session(session_id="child", parent_id="root"), created=False),
     )
-    assert request == pb.CreateSessionRequest(session_id="child", parent_id="root")
+    assert request == pb.CreateSessionRequest(
+        session_id="child", parent_id="root", labels={"project": "web", "title": "Fix it"}, origin="sessiontodoctl"
+    )
     assert finished(run).stdout.strip() == "exists child"
+
+
+def test_create_without_an_id_generates_one(server: FakeServer) -> None:
+    run = server.run("create")
+    _, request = server.answer(
+        "CreateSession", pb.CreateSessionResponse(session=pb.Session(session_id="x"), created=True)
+    )
+    assert request.session_id.startswith("ses_") and len(request.session_id) > 20
+    finished(run)
+
+
+def test_a_label_that_is_not_key_value_is_refused_before_any_call(server: FakeServer) -> None:
+    result = finished(server.run("ls", "--label", "project"))
+    assert result.exit_code == 2
+    assert "'project' is not key=value" in result.stderr
 
 
 def test_rm_of_a_missing_session_exits_1(server: FakeServer) -> None:
@@ -214,6 +234,18 @@ def test_rm_of_a_missing_session_exits_1(server: FakeServer) -> None:
     server.answer("RemoveSession", pb.RemoveSessionResponse(existed=False))
     result = finished(run)
     assert (result.exit_code, result.stdout.strip()) == (1, "no session gone")
+
+
+def test_ls_sends_its_filters_and_shows_labels(server: FakeServer) -> None:
+    run = server.run("ls", "--parent", "root", "--label", "project=web")
+    _, request = server.answer(
+        "ListSessions",
+        pb.ListSessionsResponse(
+            sessions=[pb.Session(session_id="child", parent_id="root", revision=3, labels={"project": "web", "a": "b"})]
+        ),
+    )
+    assert (request.parent_id, dict(request.labels)) == ("root", {"project": "web"})
+    assert "a=b,project=web" in finished(run).stdout
 
 
 def test_ls_follows_every_page(server: FakeServer) -> None:
@@ -303,3 +335,60 @@ def test_watch_of_a_missing_session_is_an_error(server: FakeServer) -> None:
     result = finished(run)
     assert result.exit_code == 1
     assert "NOT_FOUND" in result.stderr
+
+
+def _feed_message(kind: pb.ChangeKind.ValueType, session_id: str, revision: int, cursor: str, **fields: Any) -> Any:
+    return pb.WatchChangesResponse(kind=kind, session_id=session_id, revision=revision, cursor=cursor, **fields)
+
+
+def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor(server: FakeServer) -> None:
+    output = io.StringIO()
+    run = server.run(
+        "feed",
+        "--session",
+        "a",
+        "--session",
+        "b",
+        "--label",
+        "project=web",
+        "--snapshot",
+        console=Console(file=output, width=120),
+    )
+    _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    assert request.include_snapshot and request.after_cursor == ""
+    assert (list(request.filter.session_ids), dict(request.filter.labels)) == (["a", "b"], {"project": "web"})
+    todo = pb.Todo(id="t1", content="x", status=pb.TODO_STATUS_COMPLETED, priority=MEDIUM)
+    rpc.send_response(_feed_message(pb.CHANGE_KIND_SNAPSHOT, "a", 2, "", todos=[todo]))
+    rpc.send_response(_feed_message(pb.CHANGE_KIND_PROGRESS, "", 0, "e.7"))
+    rpc.send_response(
+        _feed_message(pb.CHANGE_KIND_TODO_ADDED, "b", 1, "e.8", todo_id="t1", todos=[todo], origin="opencode")
+    )
+    _lines_when(output, 2)
+    rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
+
+    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    assert (resumed.after_cursor, resumed.include_snapshot) == ("e.8", False)
+    rpc.send_response(
+        _feed_message(pb.CHANGE_KIND_SESSION_REMOVED, "a", 3, "e.9", removal_reason=pb.REMOVAL_REASON_EXPIRED)
+    )
+    _lines_when(output, 3)
+    rpc.terminate((), grpc.StatusCode.OK, "")  # (a real feed never ends; the CLI then stops too)
+
+    assert finished(run).exit_code == 0
+    lines = output.getvalue().splitlines()
+    assert lines[0].split() == ["snapshot", "a", "revision", "2", "1/1", "completed"]
+    assert lines[1].split() == ["todo_added", "b", "revision", "1", "todo", "t1", "1/1", "completed", "by", "opencode"]
+    assert lines[2].split() == ["session_removed", "a", "revision", "3", "(expired)"]
+
+
+def test_feed_in_json_prints_each_change_with_its_cursor(server: FakeServer) -> None:
+    output = io.StringIO()
+    run = server.run("-o", "json", "feed", "--after", "e.3", console=Console(file=output))
+    _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    assert (request.after_cursor, request.include_snapshot) == ("e.3", False)
+    rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 4, "e.4"))
+    _lines_when(output, 1)
+    rpc.terminate((), grpc.StatusCode.OK, "")
+    finished(run)
+    [line] = [json.loads(line) for line in output.getvalue().splitlines()]
+    assert (line["session_id"], line["kind"], line["cursor"]) == ("a", "todos_replaced", "e.4")

@@ -132,3 +132,37 @@ async def test_watch_shows_the_list_changing_live_in_a_terminal(server: RunningS
         await eventually(lambda: showing("the session was removed"), 30)
     finally:
         terminal.close()
+
+
+async def test_ls_shows_labels_and_filters_by_them(server: RunningServer, client: TodoClient) -> None:
+    await client.create_session("web", labels={"project": "web", "title": "Fix login"})
+    await client.create_session("api", labels={"project": "api"})
+    code, out, _ = await ctl("--address", server.address, "ls", "--label", "project=web")
+    assert code == 0
+    assert "project=web,title=Fix login" in out and "api" not in out
+
+
+async def test_feed_tails_every_change_with_its_origin(server: RunningServer, client: TodoClient) -> None:
+    await client.create_session("a")
+    process = await asyncio.create_subprocess_exec(
+        CTL,
+        *("--address", server.address, "-o", "json", "feed", "--snapshot", "--session", "a", "--session", "b"),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+
+        async def line() -> dict[str, object]:
+            return json.loads(await asyncio.wait_for(process.stdout.readline(), 30))  # type: ignore[union-attr]
+
+        snapshot = await line()
+        assert (snapshot["kind"], snapshot["session_id"]) == ("snapshot", "a")
+        await client.create_session("b", origin="opencode")
+        await client.add_todo("a", Todo(content="x"), origin="acp-proxy")
+        created, added = await line(), await line()
+        assert (created["kind"], created["session_id"], created["origin"]) == ("session_created", "b", "opencode")
+        assert (added["kind"], added["session_id"], added["origin"]) == ("todo_added", "a", "acp-proxy")
+        assert isinstance(added["cursor"], str) and added["cursor"]
+    finally:
+        process.terminate()
+        await process.wait()

@@ -113,6 +113,22 @@ async def test_a_cancelled_watch_is_counted_as_canceled_with_its_messages(start:
     assert value(samples, "sessiontodo_watchers") == 0
 
 
+async def test_feed_streams_are_a_gauge_of_their_own(start: Callable[..., Any]) -> None:
+    server = await start(metrics_port=0)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        feed = stub.WatchChanges(pb.WatchChangesRequest(include_snapshot=True))
+        await asyncio.wait_for(feed.read(), 5)  # the end-of-snapshot bookmark: the feed is open
+        samples = await scrape(server)
+        assert (value(samples, "sessiontodo_feed_streams"), value(samples, "sessiontodo_watchers")) == (1, 0)
+        feed.cancel()
+
+    async def closed() -> bool:
+        return value(await scrape(server), "sessiontodo_feed_streams") == 0
+
+    await eventually(closed)
+
+
 async def test_the_session_gauge_follows_the_store(start: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics_module, "SESSION_COUNT_INTERVAL", 0.05)
     server = await start(metrics_port=0)

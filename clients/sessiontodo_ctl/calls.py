@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -17,9 +17,20 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
-from sessiontodo_client import AddedTodo, ChangeKind, RetryPolicy, Session, Todo, TodoList, UpdatedTodo, WatchEvent
+from sessiontodo_client import (
+    AddedTodo,
+    ChangeKind,
+    FeedEvent,
+    RetryPolicy,
+    Session,
+    Todo,
+    TodoList,
+    UpdatedTodo,
+    WatchEvent,
+)
 from sessiontodo_client.client import (
     event_from_pb,
+    feed_event_from_pb,
     service_error,
     session_from_pb,
     todo_from_pb,
@@ -29,6 +40,9 @@ from sessiontodo_client.client import (
 T = TypeVar("T")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
+
+ORIGIN = "sessiontodoctl"
+"""Every write says it came from here, so gateways and feeds can tell an operator's hand."""
 
 
 def open_channel(address: str, tls: bool = False, tls_ca: bytes | None = None) -> grpc.Channel:
@@ -61,11 +75,13 @@ class TodoCalls:
             statuses[service] = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
         return statuses
 
-    def list_sessions(self) -> list[Session]:
+    def list_sessions(self, parent_id: str = "", labels: Mapping[str, str] | None = None) -> list[Session]:
+        """Every session (or the children of ``parent_id``, those carrying ``labels``), following pages."""
         sessions: list[Session] = []
         token = ""
         while True:
-            response = self._call(self._stub.ListSessions, pb.ListSessionsRequest(page_token=token))
+            request = pb.ListSessionsRequest(page_token=token, parent_id=parent_id, labels=labels)
+            response = self._call(self._stub.ListSessions, request)
             sessions += [session_from_pb(session) for session in response.sessions]
             if not (token := response.next_page_token):
                 return sessions
@@ -74,31 +90,42 @@ class TodoCalls:
         response = self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
         return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
 
-    def create_session(self, session_id: str, parent_id: str) -> tuple[Session, bool]:
-        request = pb.CreateSessionRequest(session_id=session_id, parent_id=parent_id)
+    def create_session(
+        self, session_id: str, parent_id: str, labels: Mapping[str, str] | None = None
+    ) -> tuple[Session, bool]:
+        """Get or create; without ``session_id`` a fresh id is generated, as the typed client does."""
+        request = pb.CreateSessionRequest(
+            session_id=session_id or f"ses_{uuid.uuid4().hex}", parent_id=parent_id, labels=labels, origin=ORIGIN
+        )
         response = self._call(self._stub.CreateSession, request)
         return session_from_pb(response.session), response.created
 
     def remove_session(self, session_id: str) -> list[str]:
-        response = self._call(self._stub.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
+        request = pb.RemoveSessionRequest(session_id=session_id)
+        response = self._call(self._stub.RemoveSession, request)
         return list(response.removed_session_ids)
 
     def replace_todos(self, session_id: str, todos: Sequence[Todo], expected_revision: int | None) -> TodoList:
         request = pb.ReplaceTodosRequest(
-            session_id=session_id, todos=[todo_to_pb(todo) for todo in todos], expected_revision=expected_revision
+            session_id=session_id,
+            todos=[todo_to_pb(todo) for todo in todos],
+            expected_revision=expected_revision,
+            origin=ORIGIN,
         )
         response = self._call(self._stub.ReplaceTodos, request)
         return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
 
     def add_todo(self, session_id: str, todo: Todo, index: int | None) -> AddedTodo:
         request = pb.AddTodoRequest(
-            session_id=session_id, todo=todo_to_pb(todo), index=index, request_id=uuid.uuid4().hex
+            session_id=session_id, todo=todo_to_pb(todo), index=index, request_id=uuid.uuid4().hex, origin=ORIGIN
         )
         response = self._call(self._stub.AddTodo, request)
         return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
 
     def complete_todo(self, session_id: str, todo_id: str) -> UpdatedTodo:
-        request = pb.UpdateTodoRequest(session_id=session_id, todo_id=todo_id, status=pb.TODO_STATUS_COMPLETED)
+        request = pb.UpdateTodoRequest(
+            session_id=session_id, todo_id=todo_id, status=pb.TODO_STATUS_COMPLETED, origin=ORIGIN
+        )
         response = self._call(self._stub.UpdateTodo, request)
         return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
 
@@ -124,6 +151,50 @@ class TodoCalls:
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.UNAVAILABLE:
                     raise service_error(error) from None
+                time.sleep(retry.delay(attempt))
+                attempt += 1
+            finally:
+                call.cancel()
+
+    def feed(
+        self,
+        after_cursor: str = "",
+        include_snapshot: bool = False,
+        session_ids: Sequence[str] = (),
+        parent_id: str = "",
+        labels: Mapping[str, str] | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+    ) -> Generator[FeedEvent, None, None]:
+        """Every change of every matching session (``WatchChanges``), for as long as it is read.
+
+        While the server is UNAVAILABLE it reconnects and resumes after the last cursor, as the
+        typed client's ``watch_changes`` does; a snapshot cut short starts again after a RESET.
+        PROGRESS messages (bookmarks) move the cursor and are not yielded.
+        """
+        only = pb.SessionFilter(session_ids=session_ids, parent_id=parent_id, labels=labels)
+        cursor, snapshot, in_snapshot, attempt = after_cursor, include_snapshot and not after_cursor, False, 0
+        while True:
+            request = pb.WatchChangesRequest(after_cursor=cursor, include_snapshot=snapshot, filter=only)
+            call = self._stub.WatchChanges(request, metadata=self._metadata)
+            try:
+                if in_snapshot:
+                    yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
+                for message in call:
+                    attempt = 0
+                    event = feed_event_from_pb(message)
+                    in_snapshot = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET) or (
+                        in_snapshot and not event.cursor
+                    )
+                    if event.cursor:
+                        cursor, snapshot = event.cursor, False
+                    if event.kind is not ChangeKind.PROGRESS:
+                        yield event
+                return
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise service_error(error) from None
+                if in_snapshot:  # a partial snapshot cannot be resumed: ask for a whole one
+                    cursor, snapshot = "", True
                 time.sleep(retry.delay(attempt))
                 attempt += 1
             finally:

@@ -119,12 +119,32 @@ def health(ctx: typer.Context) -> None:
         raise typer.Exit(1)
 
 
+def _labels(pairs: list[str]) -> dict[str, str]:
+    """``key=value`` options as a mapping."""
+    labels = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise typer.BadParameter(f"{pair!r} is not key=value", param_hint="--label")
+        labels[key] = value
+    return labels
+
+
+LabelOption = Annotated[
+    list[str], typer.Option("--label", "-l", help="key=value; repeat for several (all must match).")
+]
+
+
 @app.command("ls")
 @_reports_errors
-def list_sessions(ctx: typer.Context) -> None:
-    """Every session: id, parent, revision and number of todos."""
+def list_sessions(
+    ctx: typer.Context,
+    parent: Annotated[str, typer.Option(help="Only the children of this session.")] = "",
+    label: LabelOption = [],  # noqa: B006 (typer reads the default, never mutates it)
+) -> None:
+    """Every session: id, parent, revision, number of todos and labels."""
     state = _state(ctx)
-    sessions = state.calls.list_sessions()
+    sessions = state.calls.list_sessions(parent, _labels(label))
     state.show(render.sessions_table(sessions), sessions)
 
 
@@ -144,10 +164,11 @@ def create(
     ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="Session id; generated when omitted.")] = "",
     parent: Annotated[str, typer.Option(help="Parent session id (a child has its own list).")] = "",
+    label: LabelOption = [],  # noqa: B006
 ) -> None:
     """Create a session (or find the existing one)."""
     state = _state(ctx)
-    created_session, created = state.calls.create_session(session, parent)
+    created_session, created = state.calls.create_session(session, parent, _labels(label))
     message = f"{'created' if created else 'exists'} {created_session.session_id}"
     state.show(message, {"session": created_session.model_dump(mode="json"), "created": created})
 
@@ -246,6 +267,31 @@ def watch(ctx: typer.Context, session: Annotated[str, typer.Argument(help="Sessi
         with Live(render.watch_view(first), console=state.console, auto_refresh=False) as live:
             for event in events:
                 live.update(render.watch_view(event), refresh=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        events.close()
+
+
+@app.command()
+@_reports_errors
+def feed(
+    ctx: typer.Context,
+    session: Annotated[list[str], typer.Option("--session", "-s", help="Only this session; repeat for several.")] = [],  # noqa: B006
+    parent: Annotated[str, typer.Option(help="Only the children of this session.")] = "",
+    label: LabelOption = [],  # noqa: B006
+    snapshot: Annotated[bool, typer.Option(help="Start with every matching session's current list.")] = False,
+    after: Annotated[str, typer.Option(help="Resume after this cursor (printed with -o json).")] = "",
+) -> None:
+    """Tail every change of every session (or those matching the filters), one line each. Ctrl-C ends it."""
+    state = _state(ctx)
+    events = state.calls.feed(after, snapshot, session, parent, _labels(label))
+    try:
+        for event in events:
+            if state.output is Output.JSON:
+                state.console.out(render.as_json(event), highlight=False)
+            else:
+                state.console.print(render.feed_line(event))
     except KeyboardInterrupt:
         pass
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from sessiontodo_client import ServiceError, Session, Todo, TodoStatus, WatchEvent
+from sessiontodo_client import FeedEvent, ServiceError, Session, Todo, TodoStatus, WatchEvent
 
 # Plain ASCII marks: they survive every terminal, pager and log file.
 _MARKS = {
@@ -49,15 +49,41 @@ def todos_table(todos: Sequence[Todo], title: str | None = None, caption: str | 
     return table
 
 
+def labels_text(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
 def sessions_table(sessions: Sequence[Session]) -> Table:
     table = Table()
-    for column in ("SESSION", "PARENT", "REVISION", "TODOS"):
-        table.add_column(
-            column, no_wrap=column != "SESSION", justify="right" if column in ("REVISION", "TODOS") else "left"
-        )
+    table.add_column("SESSION", style="bold")
+    table.add_column("PARENT")
+    table.add_column("REVISION", justify="right", no_wrap=True)
+    table.add_column("TODOS", justify="right", no_wrap=True)
+    table.add_column("LABELS")
     for session in sessions:
-        table.add_row(session.session_id, session.parent_id, str(session.revision), str(session.todo_count))
+        row = (session.parent_id, str(session.revision), str(session.todo_count), labels_text(session.labels))
+        table.add_row(session.session_id, *row)
     return table
+
+
+def feed_line(event: FeedEvent) -> Text:
+    """One change of the feed on one line: kind, session, revision, todo, origin, progress of the list."""
+    if not event.session_id:  # a RESET of the whole feed: a fresh snapshot follows
+        return Text("reset: the feed could not resume; a fresh snapshot follows", "bold yellow")
+    parts: list[str | tuple[str, str]] = [
+        (f"{event.kind.value:<16}", "bold"),
+        (event.session_id, "cyan"),
+        f"  revision {event.revision}",
+    ]
+    if event.todo_id:
+        parts.append(f"  todo {event.todo_id}")
+    if event.kind.value == "session_removed":
+        parts.append(f"  ({event.removal_reason.value if event.removal_reason else 'removed'})")
+    else:
+        parts.append(f"  {summary(event.todos)}")
+    if event.origin:
+        parts.append((f"  by {event.origin}", "dim"))
+    return Text.assemble(*parts)
 
 
 def summary(todos: Sequence[Todo]) -> str:

@@ -132,6 +132,9 @@ class Metrics:
         )
         self.sessions = Gauge("sessiontodo_sessions", "Sessions in the store.", registry=self.registry)
         self.watchers = Gauge("sessiontodo_watchers", "Open WatchTodos streams on this server.", registry=self.registry)
+        self.feed_streams = Gauge(
+            "sessiontodo_feed_streams", "Open WatchChanges (feed) streams on this server.", registry=self.registry
+        )
         for operation in _STORE_OPERATIONS:
             self.store_seconds.labels(operation)
             self.store_errors.labels(operation)
@@ -151,7 +154,9 @@ class Metrics:
                 self.handled.labels(*labels, code_name(code))
 
     def observe_book(self, book: TodoBook) -> None:
-        self.watchers.set_function(lambda: book.watcher_count)
+        # The hub counts watches and feeds together (they share --max-watchers).
+        self.watchers.set_function(lambda: max(0, book.watcher_count - book.feed_count))
+        self.feed_streams.set_function(lambda: book.feed_count)
 
     # BookObserver
 
