@@ -85,7 +85,7 @@ async def test_unary_calls_are_counted_by_method_and_go_code_name(start: Callabl
     assert value(samples, "grpc_server_handled_total", **rpc("GetTodos"), grpc_code="NotFound") == 1
     assert value(samples, "grpc_server_handled_total", **rpc("AddTodo"), grpc_code="Aborted") == 1
     assert value(samples, "grpc_server_handling_seconds_count", **rpc("GetTodos")) == 2
-    assert value(samples, "grpc_server_msg_received_total", **rpc("CreateSession")) == 1
+    assert value(samples, "grpc_server_msg_sent_total", **rpc("CreateSession")) == 1
     assert value(samples, "sessiontodo_write_conflicts_total", reason="expected_revision") == 1
 
 
@@ -141,6 +141,19 @@ async def test_the_session_gauge_follows_the_store(start: Callable[..., Any], mo
         return value(await scrape(server), "sessiontodo_sessions") == 2
 
     await eventually(two_sessions)
+
+
+async def test_memory_budget_use_is_exported_by_share(start: Callable[..., Any]) -> None:
+    server = await start(metrics_port=0, memory_budget=64 << 20)
+    before = value(await scrape(server), "sessiontodo_memory_held_bytes", share="lists")
+    async with TodoClient.connect(server.address) as client:
+        await client.create_session("s")
+        await client.replace_todos("s", [Todo(content="x" * 4000) for _ in range(10)])
+    samples = await scrape(server)
+    assert value(samples, "sessiontodo_memory_budget_bytes", share="lists") == 32 << 20
+    assert value(samples, "sessiontodo_memory_budget_bytes", share="buffers") == 16 << 20
+    assert value(samples, "sessiontodo_memory_held_bytes", share="lists") >= before + 40_000
+    assert value(samples, "sessiontodo_memory_held_bytes", share="history") >= 40_000
 
 
 async def test_store_operations_are_timed_by_operation(start: Callable[..., Any]) -> None:

@@ -244,6 +244,7 @@ async def _serve(
     if metrics is not None and settings.metrics_port is not None:
         metrics.initialize(descriptor_pool.Default().FindServiceByName(SERVICE_NAME))
         metrics.observe_book(book)
+        metrics.observe_budget(MemoryBudget(settings.memory_budget), book)
         stop_metrics, metrics_port = serve_metrics(metrics, settings.metrics_host, settings.metrics_port)
         telemetry.callback(stop_metrics)
         counter = asyncio.create_task(count_sessions(metrics, book))

@@ -116,6 +116,11 @@ class TodoBook:
     async def session_count(self) -> int:
         return await self._store.session_count()
 
+    def memory_held(self) -> dict[str, int]:
+        """Bytes held against each share of the memory budget in this process."""
+        lists, history = self._store.held_bytes()
+        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes}
+
     # Sessions
 
     async def create_session(

@@ -21,13 +21,21 @@ REQUEST_LOGGER = "sessiontodo_server.requests"
 """One line per finished rpc (``--log-requests``): method, session id, status code, latency."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RpcContext:
     method: str
     session_id: str | None
 
 
 current_rpc: ContextVar[RpcContext | None] = ContextVar("current_rpc", default=None)
+
+
+def note_request(request: object) -> None:
+    """Put a request's session id on the current rpc's log context, once the transport has parsed it
+    (a no-op when nothing observes rpcs)."""
+    rpc = current_rpc.get()
+    if rpc is not None:
+        rpc.session_id = getattr(request, "session_id", None)
 
 
 def _trace_id() -> str | None:

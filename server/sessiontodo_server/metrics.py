@@ -9,6 +9,7 @@ and labels of the gRPC metrics are go-grpc-prometheus's, so existing dashboards 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -24,6 +25,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from sessiontodo_server import errors
 from sessiontodo_server.book import TodoBook
+from sessiontodo_server.budget import MemoryBudget
 from sessiontodo_server.observer import ConflictReason, ResetReason
 from sessiontodo_server.stores.base import AddResult, SessionState, TodoStore
 from sessiontodo_server.todos import Change, RemovalReason, SessionFilter, SessionInfo
@@ -99,9 +101,6 @@ class Metrics:
             buckets=_SECONDS_BUCKETS,
             registry=self.registry,
         )
-        self.msg_received = Counter(
-            "grpc_server_msg_received_total", "RPC stream messages received on the server.", rpc, registry=self.registry
-        )
         self.msg_sent = Counter(
             "grpc_server_msg_sent_total", "gRPC stream messages sent by the server.", rpc, registry=self.registry
         )
@@ -132,6 +131,18 @@ class Metrics:
         )
         self.sessions = Gauge("sessiontodo_sessions", "Sessions in the store.", registry=self.registry)
         self.watchers = Gauge("sessiontodo_watchers", "Open WatchTodos streams on this server.", registry=self.registry)
+        self.memory_budget = Gauge(
+            "sessiontodo_memory_budget_bytes",
+            "The memory budget (--memory-budget) by share: lists, history (with the feed), watcher buffers.",
+            ["share"],
+            registry=self.registry,
+        )
+        self.memory_held = Gauge(
+            "sessiontodo_memory_held_bytes",
+            "Bytes held against each share of the memory budget.",
+            ["share"],
+            registry=self.registry,
+        )
         self.feed_streams = Gauge(
             "sessiontodo_feed_streams", "Open WatchChanges (feed) streams on this server.", registry=self.registry
         )
@@ -148,10 +159,16 @@ class Metrics:
         so rates and ratios exist before the first call and error codes before the first error."""
         for method in service.methods:
             labels = (grpc_type(method.client_streaming, method.server_streaming), service.full_name, method.name)
-            for metric in (self.started, self.handling_seconds, self.msg_received, self.msg_sent):
+            for metric in (self.started, self.handling_seconds, self.msg_sent):
                 metric.labels(*labels)
             for code in grpc.StatusCode:
                 self.handled.labels(*labels, code_name(code))
+
+    def observe_budget(self, budget: MemoryBudget, book: TodoBook) -> None:
+        shares = {"lists": budget.lists, "history": budget.history, "buffers": budget.buffers}
+        for share, limit in shares.items():
+            self.memory_budget.labels(share).set(limit)
+            self.memory_held.labels(share).set_function(functools.partial(_held, book, share))
 
     def observe_book(self, book: TodoBook) -> None:
         # The hub counts watches and feeds together (they share --max-watchers).
@@ -165,6 +182,10 @@ class Metrics:
 
     def write_conflict(self, reason: ConflictReason) -> None:
         self.write_conflicts.labels(reason).inc()
+
+
+def _held(book: TodoBook, share: str) -> float:
+    return book.memory_held()[share]
 
 
 def grpc_type(client_streaming: bool, server_streaming: bool) -> str:
@@ -264,6 +285,9 @@ class InstrumentedStore:
     async def session_count(self) -> int:
         with self._timed("session_count"):
             return await self._store.session_count()
+
+    def held_bytes(self) -> tuple[int, int]:
+        return self._store.held_bytes()
 
     async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
         with self._timed("commit"):

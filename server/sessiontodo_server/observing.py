@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pool
 
 from sessiontodo_server.logs import REQUEST_LOGGER, RpcContext, current_rpc
 from sessiontodo_server.metrics import Metrics, code_name, grpc_type, status_code
@@ -53,7 +54,7 @@ class ObservingInterceptor(grpc.aio.ServerInterceptor):
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         service, _, name = method.lstrip("/").rpartition("/")
-        labels = (grpc_type(handler.request_streaming, handler.response_streaming), service, name)
+        labels = (_declared_type(service, name, handler), service, name)
         observed = _Observed(method, labels, self._metrics, self._log_requests, self._on_status)
         serializers = (handler.request_deserializer, handler.response_serializer)
         if handler.unary_unary:
@@ -65,8 +66,18 @@ class ObservingInterceptor(grpc.aio.ServerInterceptor):
         return grpc.stream_stream_rpc_method_handler(observed.streaming(handler.stream_stream), *serializers)
 
 
+def _declared_type(service: str, name: str, handler: grpc.RpcMethodHandler) -> str:
+    """The rpc's type as its proto declares it: TodoService's unary rpcs are registered as
+    client-streaming (``wire`` reads the request itself), yet are ``unary`` to a dashboard."""
+    try:
+        method = descriptor_pool.Default().FindMethodByName(f"{service}.{name}")
+    except KeyError:
+        return grpc_type(handler.request_streaming, handler.response_streaming)
+    return grpc_type(method.client_streaming, method.server_streaming)
+
+
 class _Observed:
-    """One method's wrappers: started, handled with its final code, handling time, messages, the log line."""
+    """One method's wrappers: started, handled with its final code, handling time, messages sent, the log line."""
 
     def __init__(
         self,
@@ -77,33 +88,19 @@ class _Observed:
         on_status: StatusHook | None,
     ) -> None:
         self._method = method
+        self._labels = labels
         self._on_status = on_status
         self._metrics = metrics
         self._log_requests = log_requests
-        self._streaming_requests = labels[0] in ("client_stream", "bidi_stream")
-        if self._metrics is not None:
-            self._started = self._metrics.started.labels(*labels)
-            self._handling = self._metrics.handling_seconds.labels(*labels)
-            self._received = self._metrics.msg_received.labels(*labels)
-            self._sent = self._metrics.msg_sent.labels(*labels)
-            self._handled = lambda code: self._metrics.handled.labels(*labels, code)  # type: ignore[union-attr]
+        if metrics is not None:
+            self._started = metrics.started.labels(*labels)
+            self._handling = metrics.handling_seconds.labels(*labels)
+            self._sent = metrics.msg_sent.labels(*labels)
 
-    def _prepare(self, request: Any) -> Any:
-        """Sets the log context; counts a unary request, or each message of a request stream."""
-        session_id = None if self._streaming_requests else getattr(request, "session_id", None)
-        current_rpc.set(RpcContext(self._method, session_id))
-        if self._metrics is None:
-            return request
-        if not self._streaming_requests:
-            self._received.inc()
-            return request
-
-        async def counted() -> AsyncIterator[Any]:
-            async for message in request:
-                self._received.inc()
-                yield message
-
-        return counted()
+    def _prepare(self, request: Any) -> None:
+        """Sets the log context; the session id is known here for a parsed request, else once ``wire``
+        has parsed it (``logs.note_request``)."""
+        current_rpc.set(RpcContext(self._method, getattr(request, "session_id", None)))
 
     @contextmanager
     def _call(self, context: grpc.aio.ServicerContext) -> Iterator[None]:
@@ -127,7 +124,7 @@ class _Observed:
             if self._on_status is not None:
                 self._on_status(final)
             if self._metrics is not None:
-                self._handled(name).inc()
+                self._metrics.handled.labels(*self._labels, name).inc()
                 self._handling.observe(seconds)
             if self._log_requests:
                 request_log.info(
@@ -140,7 +137,7 @@ class _Observed:
 
     def unary(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
         async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            request = self._prepare(request)
+            self._prepare(request)
             with self._call(context):
                 response = await behaviour(request, context)
             self._sent_one()
@@ -152,14 +149,14 @@ class _Observed:
         if not inspect.isasyncgenfunction(behaviour):  # writes with context.write (e.g. health's Watch)
 
             async def observed_writer(request: Any, context: grpc.aio.ServicerContext) -> None:
-                request = self._prepare(request)
+                self._prepare(request)
                 with self._call(context):
                     await behaviour(request, context)
 
             return observed_writer
 
         async def observed(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            request = self._prepare(request)
+            self._prepare(request)
             with self._call(context):
                 async for response in behaviour(request, context):
                     yield response

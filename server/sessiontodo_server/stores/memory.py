@@ -286,6 +286,9 @@ class MemoryStore:
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
 
+    def held_bytes(self) -> tuple[int, int]:
+        return self._lists_bytes, self._retained.bytes
+
     async def get(self, session_id: str) -> SessionState | None:
         session = self._sessions.get(session_id)
         return None if session is None else _state(session_id, session)
