@@ -120,8 +120,10 @@ async def test_watch_shows_the_list_changing_live_in_a_terminal(server: RunningS
 
         await eventually(lambda: showing("revision 1", "[ ] │ parse", "Write the parser", "0/1 completed"), 30)
 
-        added = await client.add_todo("demo", Todo(id="docs", content="Write the docs"))
-        await eventually(lambda: showing("revision 2", "todo_added docs", "Write the docs", "0/2 completed"), 30)
+        added = await client.add_todo("demo", Todo(id="docs", content="Write the docs"), origin="opencode")
+        await eventually(
+            lambda: showing("revision 2", "todo_added docs  by opencode", "Write the docs", "0/2 completed"), 30
+        )
 
         await client.update_todo("demo", "parse", status=TodoStatus.COMPLETED)
         await eventually(lambda: showing(f"revision {added.revision + 1}", "[x] │ parse", "1/2 completed"), 30)

@@ -101,6 +101,7 @@ def watch_view(event: WatchEvent) -> Group:
         ("  last change ", "dim"),
         event.kind.value,
         (f" {event.todo_id}" if event.todo_id else "", "cyan"),
+        (f"  by {event.origin}" if event.origin else "", "dim"),
     )
     if event.kind.value == "session_removed":
         return Group(header, Text("the session was removed", "bold red"))
