@@ -20,7 +20,7 @@ setup: $(VENV)/.installed $(GENERATED)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,dev]'
+	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,tracing,ctl,dev]'
 	touch $@
 
 protos/%_pb2.py: protos/%.proto $(VENV)/.installed

@@ -48,8 +48,11 @@ def wait_until_serving(address: str, timeout: float = 15.0) -> None:
 class ServerProcess:
     """``python -m sessiontodo_server`` in its own process, on a free loopback port."""
 
-    def __init__(self, *args: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, port: int | None = None, env: dict[str, str] | None = None, stderr: int | None = None
+    ) -> None:
         self.port = port or free_port()
+        self._stderr = stderr
         self.address = f"127.0.0.1:{self.port}"
         self._args = ["--host", "127.0.0.1", "--port", str(self.port), *args]
         self._env = {**os.environ, **(env or {})}
@@ -57,7 +60,7 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sessiontodo_server", *self._args], env=self._env, cwd=ROOT
+            [sys.executable, "-m", "sessiontodo_server", *self._args], env=self._env, cwd=ROOT, stderr=self._stderr
         )
         wait_until_serving(self.address)
         return self

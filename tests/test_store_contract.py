@@ -100,6 +100,16 @@ async def test_the_session_limit_does_not_count_the_global_list(store: TodoStore
         await _create(store, "three", max_sessions=2)
 
 
+async def test_session_count_follows_creations_and_removals_and_excludes_the_global_list(store: TodoStore) -> None:
+    assert await store.session_count() == 0
+    await _create(store, "parent")
+    await _create(store, "child", "parent")
+    await _create(store, "other")
+    assert await store.session_count() == 3
+    await store.remove_session("parent", RemovalReason.REMOVED)
+    assert await store.session_count() == 1
+
+
 async def test_commit_is_compare_and_set_on_the_revision(store: TodoStore) -> None:
     await _create(store, "s")
     change = await _commit(store, "s", "a")

@@ -20,6 +20,7 @@ import grpc
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -27,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from sessiontodo_client import NotFound, ServiceError
 from sessiontodo_opencode.bridge import Subscription, TodoBridge
+from sessiontodo_opencode.metrics import MetricsMiddleware, SidecarMetrics
 from sessiontodo_opencode.models import (
     CreateSessionBody,
     ErrorBody,
@@ -239,9 +241,18 @@ async def _unexpected_error(request: Request, error: Exception) -> Response:
     return error_response(500, "UnknownError", f"{type(error).__name__}: {error}")
 
 
-def create_app(bridge: TodoBridge, *, heartbeat_interval: float = 10.0) -> Starlette:
-    """The sidecar's ASGI app; the bridge (and so the service connection) is injected."""
+def create_app(
+    bridge: TodoBridge, *, heartbeat_interval: float = 10.0, metrics: SidecarMetrics | None = None
+) -> Starlette:
+    """The sidecar's ASGI app; the bridge (and so the service connection) is injected. With ``metrics``,
+    requests are counted and timed, and ``GET /metrics`` serves them."""
+    routes = OpenCodeRoutes(bridge, heartbeat_interval).routes()
+    middleware: list[Middleware] = []
+    if metrics is not None:
+        routes.append(metrics.route())
+        middleware.append(Middleware(MetricsMiddleware, metrics=metrics, routes=routes))
     return Starlette(
-        routes=OpenCodeRoutes(bridge, heartbeat_interval).routes(),
+        routes=routes,
+        middleware=middleware,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
     )

@@ -14,6 +14,7 @@ import uvicorn
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode.app import create_app
 from sessiontodo_opencode.bridge import TodoBridge
+from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
 
 
@@ -47,7 +48,8 @@ class RunningSidecar:
 async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
     bridge = TodoBridge(client, subscriber_buffer=settings.subscriber_buffer, ready_timeout=settings.ready_timeout)
-    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval)
+    metrics = SidecarMetrics() if settings.metrics else None
+    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, metrics=metrics)
     config = uvicorn.Config(
         app,
         lifespan="off",

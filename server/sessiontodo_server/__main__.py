@@ -8,6 +8,7 @@ import signal
 import sys
 
 from sessiontodo_server.app import start_server
+from sessiontodo_server.logs import configure_logging
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import StoreStartupError
 
@@ -24,9 +25,7 @@ async def serve(settings: Settings) -> None:
 
 def main() -> None:
     settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings))
     except StoreStartupError as error:

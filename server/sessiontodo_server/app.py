@@ -7,10 +7,12 @@ what production runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import grpc
@@ -21,12 +23,18 @@ from grpc_reflection.v1alpha import reflection
 from sessiontodo_server import descriptors
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
+from sessiontodo_server.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
+from sessiontodo_server.observing import ObservingInterceptor
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
 from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_todo_service
 from sessiontodo_server.watch import WatchHub
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider  # the `tracing` extra
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +127,10 @@ class RunningServer:
     shutdown_grace: float
     expiry: asyncio.Task[None]
     descriptor_watch: asyncio.Task[None]
+    metrics: Metrics | None = None
+    metrics_port: int | None = None
+    telemetry: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    """The metrics endpoint, the session counter and a tracer provider made here: closed after the server."""
 
     @property
     def address(self) -> str:
@@ -132,6 +144,7 @@ class RunningServer:
         self.book.shut_down()
         await self.server.stop(self.shutdown_grace)
         await self.store.close()
+        await self.telemetry.aclose()
         log.info("server stopped")
 
 
@@ -148,7 +161,18 @@ async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool)
         await health_servicer.set(service, status)
 
 
-async def start_server(settings: Settings, store: TodoStore | None = None) -> RunningServer:
+async def start_server(
+    settings: Settings, store: TodoStore | None = None, tracer_provider: TracerProvider | None = None
+) -> RunningServer:
+    """``tracer_provider`` turns tracing on with that provider (tests pass one with an in-memory exporter);
+    otherwise ``settings.tracing`` turns it on with one configured by ``OTEL_*``."""
+    telemetry = contextlib.AsyncExitStack()
+    if tracer_provider is None and settings.tracing:
+        from sessiontodo_server.tracing import provider_from_environment
+
+        tracer_provider = provider_from_environment()
+        telemetry.callback(tracer_provider.shutdown)  # flushes the spans still batched
+    metrics = Metrics() if settings.metrics_port is not None else None
     store = (
         store
         if store is not None
@@ -156,22 +180,59 @@ async def start_server(settings: Settings, store: TodoStore | None = None) -> Ru
             settings.store, settings.history_limit, settings.feed_history, MemoryBudget(settings.memory_budget)
         )
     )
-    await store.open()
+    if metrics is not None or tracer_provider is not None:
+        store = InstrumentedStore(store, metrics, _store_tracer(tracer_provider))
     try:
-        return await _serve(settings, store)
+        await store.open()
+    except BaseException:
+        await telemetry.aclose()
+        raise
+    try:
+        return await _serve(settings, store, metrics, tracer_provider, telemetry)
     except BaseException:
         await store.close()  # e.g. the port is taken: never leave the store open
+        await telemetry.aclose()
         raise
 
 
-async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
+def _store_tracer(provider: TracerProvider | None) -> Tracer | None:
+    if provider is None:
+        return None
+    from sessiontodo_server.tracing import store_tracer
+
+    return store_tracer(provider)
+
+
+def _interceptors(
+    settings: Settings, metrics: Metrics | None, provider: TracerProvider | None
+) -> list[grpc.aio.ServerInterceptor]:
+    """Tracing outermost, so its span is current while the observing interceptor logs and records."""
+    if provider is not None:
+        from sessiontodo_server.tracing import record_status, server_interceptor
+
+        return [server_interceptor(provider), ObservingInterceptor(metrics, settings.log_requests, record_status)]
+    if metrics is not None or settings.log_requests or settings.log_format == "json":
+        return [ObservingInterceptor(metrics, settings.log_requests)]
+    return []  # nothing to observe: every rpc skips the wrapping
+
+
+async def _serve(
+    settings: Settings,
+    store: TodoStore,
+    metrics: Metrics | None,
+    tracer_provider: TracerProvider | None,
+    telemetry: contextlib.AsyncExitStack,
+) -> RunningServer:
     limits = settings.limits()
     hub = WatchHub(settings.watch_buffer, limits.max_watchers, MemoryBudget(settings.memory_budget).buffers)
-    book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl)
+    book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl, observer=metrics)
 
     file_descriptors = descriptors.raise_soft_limit()
     max_connections = descriptors.connection_limit(settings.max_connections, file_descriptors)
-    server = grpc.aio.server(options=_server_options(settings, max_connections))
+    server = grpc.aio.server(
+        options=_server_options(settings, max_connections),
+        interceptors=_interceptors(settings, metrics, tracer_provider),
+    )
     add_todo_service(server, TodoServicer(book), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -179,6 +240,16 @@ async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
         services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(services, server, pool=_ReflectionPool(descriptor_pool.Default()))
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    metrics_port = None
+    if metrics is not None and settings.metrics_port is not None:
+        metrics.initialize(descriptor_pool.Default().FindServiceByName(SERVICE_NAME))
+        metrics.observe_book(book)
+        metrics.observe_budget(MemoryBudget(settings.memory_budget), book)
+        stop_metrics, metrics_port = serve_metrics(metrics, settings.metrics_host, settings.metrics_port)
+        telemetry.callback(stop_metrics)
+        counter = asyncio.create_task(count_sessions(metrics, book))
+        telemetry.push_async_callback(_cancelled, counter)
+        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, metrics_port)
     await server.start()
     # A store shared with other replicas reports whether it is reachable; health follows it.
     store.on_availability_change(functools.partial(_set_health, health_servicer))
@@ -193,4 +264,22 @@ async def _serve(settings: Settings, store: TodoStore) -> RunningServer:
         max_connections,
         settings.max_streams_per_connection,
     )
-    return RunningServer(server, port, book, store, health_servicer, settings.shutdown_grace, expiry, watch)
+    return RunningServer(
+        server,
+        port,
+        book,
+        store,
+        health_servicer,
+        settings.shutdown_grace,
+        expiry,
+        watch,
+        metrics,
+        metrics_port,
+        telemetry,
+    )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

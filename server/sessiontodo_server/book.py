@@ -24,6 +24,7 @@ from sessiontodo_server.errors import (
     TodoError,
     Unavailable,
 )
+from sessiontodo_server.observer import BookObserver, NoObserver
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore
 from sessiontodo_server.todos import (
     NO_ENTRIES,
@@ -93,8 +94,10 @@ class TodoBook:
         progress_interval: float,
         default_idle_ttl: float = 0.0,
         clock: Callable[[], float] = time.time,
+        observer: BookObserver | None = None,
     ) -> None:
         self._store = store
+        self._observer = observer or NoObserver()
         self._hub = hub
         self._limits = limits
         self._progress_interval = progress_interval
@@ -105,6 +108,18 @@ class TodoBook:
     @property
     def watcher_count(self) -> int:
         return self._hub.watcher_count
+
+    @property
+    def feed_count(self) -> int:
+        return self._hub.feed_count
+
+    async def session_count(self) -> int:
+        return await self._store.session_count()
+
+    def memory_held(self) -> dict[str, int]:
+        """Bytes held against each share of the memory budget in this process."""
+        lists, history = self._store.held_bytes()
+        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes}
 
     # Sessions
 
@@ -309,6 +324,7 @@ class TodoBook:
             if request_id and (previous := await self._store.find_request(session_id, request_id)):
                 return _Written(state, previous=previous)
             if expected_revision is not None and expected_revision != state.revision:
+                self._observer.write_conflict("expected_revision")
                 raise RevisionMismatch(session_id, expected_revision, state.revision)
             mutation = mutate(state)
             if mutation is None:
@@ -321,6 +337,7 @@ class TodoBook:
             if (committed := await self._store.commit(change, request)) is not None:
                 self._hub.publish(committed)
                 return _Written(state, mutation, committed)
+            self._observer.write_conflict("race")
         raise Unavailable(f"session {session_id!r} is under too much write contention; retry")
 
     def _on_external_change(self, change: Change) -> None:
@@ -364,6 +381,8 @@ class TodoBook:
                 first = []
             else:
                 missed = await self._store.changes_after(session_id, after_revision)
+                if missed is None:
+                    self._observer.watch_reset("history")
                 first = missed if missed is not None else [_whole(state, ChangeKind.RESET)]
             last = first[-1].revision if first else state.revision
             for change in first:
@@ -387,6 +406,7 @@ class TodoBook:
                     yield subscription.closed
                     return
                 if lagged and (latest := await self._store.get(session_id)) and latest.revision > last:
+                    self._observer.watch_reset("lagged")
                     yield _whole(latest, ChangeKind.RESET)
                     last = latest.revision
         finally:
@@ -414,6 +434,7 @@ class TodoBook:
                     last = change.cursor
             elif resume is not None or include_snapshot:
                 if resume is not None:
+                    self._observer.watch_reset("history")
                     yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
                 last = 0
                 async for message in self._feed_snapshot(only):
@@ -442,6 +463,7 @@ class TodoBook:
                     yield FeedMessage(change, self._cursor(change.cursor))
                     last = change.cursor
             if lagged:
+                self._observer.watch_reset("lagged")
                 yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
                 async for message in self._feed_snapshot(only):
                     yield message

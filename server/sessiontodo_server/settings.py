@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -49,6 +51,19 @@ class Settings(BaseSettings):
         0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never."
     )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
+    log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object per line.")
+    log_requests: bool = Field(
+        False, description="Log one line per finished rpc: method, session id, status code, latency."
+    )
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="Serve Prometheus metrics on this port (0 picks one); off when unset."
+    )
+    metrics_host: str = Field("127.0.0.1", description="Address the metrics endpoint listens on.")
+    tracing: bool = Field(
+        False,
+        description="Trace every rpc with OpenTelemetry (the `tracing` extra); OTLP export is configured by the "
+        "standard OTEL_* environment variables.",
+    )
 
     max_streams_per_connection: int = Field(
         1000, ge=1, description="Concurrent calls (watches included) one HTTP/2 connection may open."

@@ -23,6 +23,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from sessiontodo_server import errors
+from sessiontodo_server.logs import note_request
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +94,12 @@ async def _receive(
     if raw is grpc.aio.EOF:
         raise errors.InvalidArgument([("request", "no request message was sent")])
     try:
-        return parse(raw)
+        request = parse(raw)
     except DecodeError as error:
         log.warning("%s from %s: malformed request message (%s)", method, context.peer(), error)
         raise errors.InvalidArgument([("request", f"not a valid protobuf message: {error}")]) from None
+    note_request(request)
+    return request
 
 
 def unary_handler(

@@ -75,6 +75,12 @@ class TodoStore(Protocol):
 
     async def get(self, session_id: str) -> SessionState | None: ...
 
+    async def session_count(self) -> int:
+        """How many sessions exist, the global list excluded."""
+
+    def held_bytes(self) -> tuple[int, int]:
+        """Bytes this process holds against the memory budget for lists, and for history and feed."""
+
     async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
         """Store ``change`` (its list and ``info``) iff the session is at ``change.revision - 1``;
         returns it with its feed cursor, or None when another write came first.

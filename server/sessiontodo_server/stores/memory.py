@@ -283,6 +283,12 @@ class MemoryStore:
             start = bisect.bisect_right(ids, after_id)
             yield from (ids[i] for i in range(start, len(ids)))  # stable while a page is read: nothing awaits
 
+    async def session_count(self) -> int:
+        return len(self._sessions) - 1  # the global list
+
+    def held_bytes(self) -> tuple[int, int]:
+        return self._lists_bytes, self._retained.bytes
+
     async def get(self, session_id: str) -> SessionState | None:
         session = self._sessions.get(session_id)
         return None if session is None else _state(session_id, session)

@@ -454,6 +454,13 @@ class RedisStore:
                 low = f"({ids[-1]}"
         return sessions
 
+    def held_bytes(self) -> tuple[int, int]:
+        return 0, 0  # lists and history live in Redis, not in this process
+
+    async def session_count(self) -> int:
+        with _reachable():
+            return int(await self._redis.zcard(self._keys.sessions))
+
     async def get(self, session_id: str) -> SessionState | None:
         with _reachable():
             revision, parent, change = await self._redis.hmget(

@@ -1,0 +1,1 @@
+"""``sessiontodoctl``: an etcdctl-style command line for sessiontodo (the `ctl` extra)."""

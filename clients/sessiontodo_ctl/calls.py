@@ -1,0 +1,201 @@
+"""The service's calls over grpcio's synchronous API, in the typed client's values and errors.
+
+A command line has no event loop to share, so blocking calls are the simple choice, and they let
+``grpc_testing.channel`` stand in for the server in tests. Conversions and typed errors are the
+typed client's own, so the CLI and the library can never disagree about the wire.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_client import (
+    AddedTodo,
+    ChangeKind,
+    FeedEvent,
+    RetryPolicy,
+    Session,
+    Todo,
+    TodoList,
+    UpdatedTodo,
+    WatchEvent,
+)
+from sessiontodo_client.client import (
+    event_from_pb,
+    feed_event_from_pb,
+    service_error,
+    session_from_pb,
+    todo_from_pb,
+    todo_to_pb,
+)
+
+T = TypeVar("T")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
+
+ORIGIN = "sessiontodoctl"
+"""Every write says it came from here, so gateways and feeds can tell an operator's hand."""
+
+
+def open_channel(address: str, tls: bool = False, tls_ca: bytes | None = None) -> grpc.Channel:
+    """Plaintext by default (the server listens on loopback); TLS with the system roots or ``tls_ca``."""
+    if tls or tls_ca is not None:
+        return grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=tls_ca))
+    return grpc.insecure_channel(address)
+
+
+class TodoCalls:
+    """Every rpc the CLI makes; raises the typed client's ``ServiceError`` subclasses."""
+
+    def __init__(self, channel: grpc.Channel, token: str | None = None, timeout: float = 10.0) -> None:
+        self._stub = pb_grpc.TodoServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout
+
+    def _call(self, rpc: Callable[..., T], request: Any) -> T:
+        try:
+            return rpc(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise service_error(error) from None
+
+    def health(self) -> dict[str, str]:
+        """The serving status of the server (``""``) and of the TodoService."""
+        statuses = {}
+        for service in ("", SERVICE_NAME):
+            response = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service))
+            statuses[service] = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+        return statuses
+
+    def list_sessions(self, parent_id: str = "", labels: Mapping[str, str] | None = None) -> list[Session]:
+        """Every session (or the children of ``parent_id``, those carrying ``labels``), following pages."""
+        sessions: list[Session] = []
+        token = ""
+        while True:
+            request = pb.ListSessionsRequest(page_token=token, parent_id=parent_id, labels=labels)
+            response = self._call(self._stub.ListSessions, request)
+            sessions += [session_from_pb(session) for session in response.sessions]
+            if not (token := response.next_page_token):
+                return sessions
+
+    def get_todos(self, session_id: str) -> TodoList:
+        response = self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
+        return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
+
+    def create_session(
+        self, session_id: str, parent_id: str, labels: Mapping[str, str] | None = None
+    ) -> tuple[Session, bool]:
+        """Get or create; without ``session_id`` a fresh id is generated, as the typed client does."""
+        request = pb.CreateSessionRequest(
+            session_id=session_id or f"ses_{uuid.uuid4().hex}", parent_id=parent_id, labels=labels, origin=ORIGIN
+        )
+        response = self._call(self._stub.CreateSession, request)
+        return session_from_pb(response.session), response.created
+
+    def remove_session(self, session_id: str) -> list[str]:
+        request = pb.RemoveSessionRequest(session_id=session_id)
+        response = self._call(self._stub.RemoveSession, request)
+        return list(response.removed_session_ids)
+
+    def replace_todos(self, session_id: str, todos: Sequence[Todo], expected_revision: int | None) -> TodoList:
+        request = pb.ReplaceTodosRequest(
+            session_id=session_id,
+            todos=[todo_to_pb(todo) for todo in todos],
+            expected_revision=expected_revision,
+            origin=ORIGIN,
+        )
+        response = self._call(self._stub.ReplaceTodos, request)
+        return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
+
+    def add_todo(self, session_id: str, todo: Todo, index: int | None) -> AddedTodo:
+        request = pb.AddTodoRequest(
+            session_id=session_id, todo=todo_to_pb(todo), index=index, request_id=uuid.uuid4().hex, origin=ORIGIN
+        )
+        response = self._call(self._stub.AddTodo, request)
+        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+
+    def complete_todo(self, session_id: str, todo_id: str) -> UpdatedTodo:
+        request = pb.UpdateTodoRequest(
+            session_id=session_id, todo_id=todo_id, status=pb.TODO_STATUS_COMPLETED, origin=ORIGIN
+        )
+        response = self._call(self._stub.UpdateTodo, request)
+        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+
+    def watch(self, session_id: str, retry: RetryPolicy = RetryPolicy()) -> Generator[WatchEvent, None, None]:
+        """A snapshot, then every change, until the session is removed. While the server is
+        UNAVAILABLE (restarting) it reconnects and resumes after the last revision it yielded."""
+        after: int | None = None
+        attempt = 0
+        while True:
+            call = self._stub.WatchTodos(
+                pb.WatchTodosRequest(session_id=session_id, after_revision=after), metadata=self._metadata
+            )
+            try:
+                for message in call:
+                    attempt = 0
+                    event = event_from_pb(message)
+                    if event.kind is not ChangeKind.PROGRESS:
+                        after = event.revision
+                        yield event
+                    if event.kind is ChangeKind.SESSION_REMOVED:
+                        return
+                return
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise service_error(error) from None
+                time.sleep(retry.delay(attempt))
+                attempt += 1
+            finally:
+                call.cancel()
+
+    def feed(
+        self,
+        after_cursor: str = "",
+        include_snapshot: bool = False,
+        session_ids: Sequence[str] = (),
+        parent_id: str = "",
+        labels: Mapping[str, str] | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+    ) -> Generator[FeedEvent, None, None]:
+        """Every change of every matching session (``WatchChanges``), for as long as it is read.
+
+        While the server is UNAVAILABLE it reconnects and resumes after the last cursor, as the
+        typed client's ``watch_changes`` does; a snapshot cut short starts again after a RESET.
+        PROGRESS messages (bookmarks) move the cursor and are not yielded.
+        """
+        only = pb.SessionFilter(session_ids=session_ids, parent_id=parent_id, labels=labels)
+        cursor, snapshot, in_snapshot, attempt = after_cursor, include_snapshot and not after_cursor, False, 0
+        while True:
+            request = pb.WatchChangesRequest(after_cursor=cursor, include_snapshot=snapshot, filter=only)
+            call = self._stub.WatchChanges(request, metadata=self._metadata)
+            try:
+                if in_snapshot:
+                    yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
+                for message in call:
+                    attempt = 0
+                    event = feed_event_from_pb(message)
+                    in_snapshot = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET) or (
+                        in_snapshot and not event.cursor
+                    )
+                    if event.cursor:
+                        cursor, snapshot = event.cursor, False
+                    if event.kind is not ChangeKind.PROGRESS:
+                        yield event
+                return
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise service_error(error) from None
+                if in_snapshot:  # a partial snapshot cannot be resumed: ask for a whole one
+                    cursor, snapshot = "", True
+                time.sleep(retry.delay(attempt))
+                attempt += 1
+            finally:
+                call.cancel()
