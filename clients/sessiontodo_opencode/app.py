@@ -24,7 +24,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sessiontodo_client import NotFound, ServiceError
 from sessiontodo_opencode.bridge import Subscription, TodoBridge
@@ -50,6 +50,7 @@ SSE_HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 # The one table from service errors to HTTP answers: status and OpenCode error name.
 _ERROR_TABLE: dict[grpc.StatusCode, tuple[int, str]] = {
@@ -81,6 +82,26 @@ def service_error_response(error: ServiceError, session_id: str) -> Response:
 
 def bad_request(message: str) -> Response:
     return error_response(400, "BadRequest", message)
+
+
+class _BodyTooLarge(Exception):
+    """A request body over the sidecar's limit: answered 413 before it is all read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body over {limit} bytes")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (``_BodyTooLarge``) as soon as it is known to exceed ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _BodyTooLarge(limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _BodyTooLarge(limit)
+    return bytes(body)
 
 
 def validation_message(error: ValidationError, subject: str) -> str:
@@ -175,9 +196,10 @@ async def _until_disconnected(receive: Receive) -> None:
 class OpenCodeRoutes:
     """OpenCode's session-todo routes over one ``TodoBridge``."""
 
-    def __init__(self, bridge: TodoBridge, heartbeat_interval: float) -> None:
+    def __init__(self, bridge: TodoBridge, heartbeat_interval: float, max_body_bytes: int) -> None:
         self._bridge = bridge
         self._heartbeat_interval = heartbeat_interval
+        self._max_body_bytes = max_body_bytes
 
     def routes(self) -> list[Route]:
         return [
@@ -196,7 +218,7 @@ class OpenCodeRoutes:
 
     async def create_session(self, request: Request) -> Response:
         try:
-            body = _CREATE_SESSION.validate_json(await request.body() or b"{}")
+            body = _CREATE_SESSION.validate_json(await read_body(request, self._max_body_bytes) or b"{}")
         except ValidationError as error:
             return bad_request(validation_message(error, "body"))
         try:
@@ -219,7 +241,7 @@ class OpenCodeRoutes:
     @_answering_service_errors
     async def put_todos(self, request: Request) -> Response:
         try:
-            todos = _TODO_LIST.validate_json(await request.body())
+            todos = _TODO_LIST.validate_json(await read_body(request, self._max_body_bytes))
         except ValidationError as error:
             return bad_request(validation_message(error, "todos"))
         return json_response(await self._bridge.write_todos(request.path_params["session_id"], todos))
@@ -236,23 +258,40 @@ async def _http_error(request: Request, error: Exception) -> Response:
     return error_response(error.status_code, "BadRequest" if error.status_code == 400 else "UnknownError", error.detail)
 
 
+async def _body_too_large(request: Request, error: Exception) -> Response:
+    return error_response(413, "PayloadTooLargeError", str(error))
+
+
 async def _unexpected_error(request: Request, error: Exception) -> Response:
     log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=error)
     return error_response(500, "UnknownError", f"{type(error).__name__}: {error}")
 
 
+class _NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every answer but an unexpected 500 (OpenCode: on ``/event``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), NOSNIFF]}
+            await send(message)
+
+        await self._app(scope, receive, sending)
+
+
 def create_app(
-    bridge: TodoBridge, *, heartbeat_interval: float = 10.0, metrics: SidecarMetrics | None = None
+    bridge: TodoBridge, *, heartbeat_interval: float = 10.0, max_body_bytes: int = 4 * 1024 * 1024
 ) -> Starlette:
-    """The sidecar's ASGI app; the bridge (and so the service connection) is injected. With ``metrics``,
-    requests are counted and timed, and ``GET /metrics`` serves them."""
-    routes = OpenCodeRoutes(bridge, heartbeat_interval).routes()
-    middleware: list[Middleware] = []
-    if metrics is not None:
-        routes.append(metrics.route())
-        middleware.append(Middleware(MetricsMiddleware, metrics=metrics, routes=routes))
+    """The sidecar's ASGI app; the bridge (and so the service connection) is injected."""
     return Starlette(
-        routes=routes,
-        middleware=middleware,
-        exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
+        routes=OpenCodeRoutes(bridge, heartbeat_interval, max_body_bytes).routes(),
+        middleware=[Middleware(_NoSniff)],
+        exception_handlers={
+            HTTPException: _http_error,
+            _BodyTooLarge: _body_too_large,
+            Exception: _unexpected_error,
+        },
     )

@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     ready_timeout: float = Field(
         10.0, gt=0, description="Seconds a call waits for a session's watch to start or to deliver a write."
     )
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body accepted; a larger one is answered 413."
+    )
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
     metrics: bool = Field(False, description="Count and time HTTP requests and serve them at GET /metrics.")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -48,22 +47,25 @@ class RunningSidecar:
 async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
     bridge = TodoBridge(client, subscriber_buffer=settings.subscriber_buffer, ready_timeout=settings.ready_timeout)
-    metrics = SidecarMetrics() if settings.metrics else None
-    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, metrics=metrics)
+    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, max_body_bytes=settings.max_body_bytes)
     config = uvicorn.Config(
         app,
+        host=settings.host,
+        port=settings.port,
         lifespan="off",
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
     )
+    # uvicorn binds the port itself: handed a ready socket, its transports keep Nagle's
+    # algorithm on and every request on a kept-alive connection waits ~40 ms for a delayed ACK.
     server = _Server(config)
-    listener = socket.create_server((settings.host, settings.port))
-    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
+    serving = asyncio.get_running_loop().create_task(server.serve())
     while not server.started:
         if serving.done():
             await bridge.aclose()
             serving.result()
             raise RuntimeError("the sidecar stopped while starting")
         await asyncio.sleep(0.01)
-    return RunningSidecar(server, serving, bridge, settings.host, listener.getsockname()[1])
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return RunningSidecar(server, serving, bridge, settings.host, port)

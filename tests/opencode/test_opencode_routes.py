@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -102,6 +103,36 @@ async def test_a_write_whose_body_is_not_json_is_a_bad_request(http: httpx.Async
     assert response.status_code == 400
     assert response.json()["name"] == "BadRequest"
     assert "Invalid JSON" in response.json()["data"]["message"]
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_body_over_the_limit_is_refused_413_and_changes_nothing(
+    launch_sidecar: Callable[..., Awaitable[RunningSidecar]], client: TodoClient, declared: bool
+) -> None:
+    sidecar = await launch_sidecar(max_body_bytes=4096)
+    body = json.dumps(todos(*(f"todo {n}" for n in range(200)))).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 1000):
+            yield body[start : start + 1000]
+
+    async with httpx.AsyncClient(base_url=sidecar.url, timeout=10.0) as http:
+        await create(http, "ses_a")
+        response = await http.put("/session/ses_a/todo", content=body if declared else chunks())
+
+    assert response.status_code == 413
+    assert response.json() == {"name": "PayloadTooLargeError", "data": {"message": "request body over 4096 bytes"}}
+    assert (await client.get_todos("ses_a")).todos == []
+
+
+async def test_every_answer_says_nosniff(http: httpx.AsyncClient) -> None:
+    await create(http, "ses_a")
+
+    answers = [await http.get("/session/ses_a/todo"), await http.get("/nowhere")]
+    async with http.stream("GET", "/event") as events:
+        answers.append(events)
+
+    assert [answer.headers["x-content-type-options"] for answer in answers] == ["nosniff"] * 3
 
 
 async def test_a_write_the_service_rejects_names_every_violation_and_changes_nothing(
