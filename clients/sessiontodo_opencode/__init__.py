@@ -6,7 +6,8 @@ todo routes and ``/event`` stream from a sessiontodo server.
 """
 
 from sessiontodo_opencode.app import create_app
-from sessiontodo_opencode.bridge import Subscription, TodoBridge
+from sessiontodo_opencode.bridge import TodoBridge
+from sessiontodo_opencode.fanout import Subscription
 from sessiontodo_opencode.models import (
     CreateSessionBody,
     ErrorBody,

@@ -27,8 +27,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sessiontodo_client import NotFound, ServiceError
-from sessiontodo_opencode.bridge import Subscription, TodoBridge
-from sessiontodo_opencode.metrics import MetricsMiddleware, SidecarMetrics
+from sessiontodo_opencode.bridge import TodoBridge
+from sessiontodo_opencode.fanout import Subscription
 from sessiontodo_opencode.models import (
     CreateSessionBody,
     ErrorBody,
@@ -169,7 +169,7 @@ class EventStream:
                 listening.add_done_callback(lambda _: streaming.cancel())
                 streaming.add_done_callback(lambda _: listening.cancel())
 
-    async def _stream(self, subscription: Subscription, send: Send) -> None:
+    async def _stream(self, subscription: Subscription[TodoUpdated], send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         await send({"type": "http.response.body", "body": frame(ServerConnected()), "more_body": True})
         loop = asyncio.get_running_loop()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import grpc
 
 from sessiontodo_client import ChangeKind, NotFound, ServiceError, TodoClient, Unavailable, WatchEvent
+from sessiontodo_opencode.fanout import FanOut, Subscription
 from sessiontodo_opencode.models import SessionInfo, Todo, TodoUpdated
 from sessiontodo_opencode.translate import session_info, todo_to_service, todo_updated, todos_from_service
 
@@ -65,72 +65,6 @@ class _SessionWatch:
             await self._progressed.wait()
 
 
-class Subscription:
-    """One consumer's ``todo.updated`` events: the current list of every followed session, then each change.
-
-    Starting with the current lists makes read-then-subscribe race-free: a change made
-    between a client's read and its subscription is already in the first events. When
-    more than ``capacity`` events wait unread, the buffer collapses to the latest list
-    per session (every event is a full list, so nothing is lost but intermediate
-    states); memory stays bounded by the number of sessions, never by the change rate.
-    """
-
-    def __init__(self, session_id: str | None, capacity: int) -> None:
-        self.session_id = session_id
-        self._capacity = capacity
-        self._pending: deque[TodoUpdated] = deque()
-        self._collapsed: dict[str, TodoUpdated] | None = None
-        self._wakeup = asyncio.Event()
-        self._closed = False
-        self.collapse_count = 0
-        """How many times this subscriber fell behind and was caught up with latest lists."""
-
-    @property
-    def buffered(self) -> int:
-        return len(self._pending) + len(self._collapsed or ())
-
-    def follows(self, session_id: str) -> bool:
-        return self.session_id is None or self.session_id == session_id
-
-    def push(self, event: TodoUpdated) -> None:
-        if self._collapsed is None and len(self._pending) >= self._capacity:
-            self._collapsed = {pending.session_id: pending for pending in self._pending}
-            self._pending.clear()
-            self.collapse_count += 1
-        if self._collapsed is not None:
-            self._collapsed.pop(event.session_id, None)
-            self._collapsed[event.session_id] = event
-        else:
-            self._pending.append(event)
-        self._wakeup.set()
-
-    def close(self) -> None:
-        self._closed = True
-        self._wakeup.set()
-
-    async def receive(self) -> TodoUpdated | None:
-        """The next event, or None once the bridge has closed."""
-        while True:
-            if self._closed:
-                return None
-            if self._pending:
-                return self._pending.popleft()
-            if self._collapsed:
-                return self._collapsed.pop(next(iter(self._collapsed)))
-            self._collapsed = None
-            self._wakeup.clear()
-            await self._wakeup.wait()
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> TodoUpdated:
-        event = await self.receive()
-        if event is None:
-            raise StopAsyncIteration
-        return event
-
-
 class TodoBridge:
     """Session lifecycle, lists and events of OpenCode, backed by one sessiontodo service.
 
@@ -139,13 +73,18 @@ class TodoBridge:
     session's watch to start (and for a write's event to be published).
     """
 
-    def __init__(self, client: TodoClient, *, subscriber_buffer: int = 1024, ready_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: TodoClient,
+        *,
+        subscriber_buffer: int = 1024,
+        catch_up_window: float = 2.0,
+        ready_timeout: float = 10.0,
+    ) -> None:
         self._client = client
-        self._subscriber_buffer = subscriber_buffer
         self._ready_timeout = ready_timeout
         self._watches: dict[str, _SessionWatch] = {}
-        self._followers: dict[str | None, set[Subscription]] = {}
-        """Subscriptions by the session they follow; None: every session."""
+        self._fan_out = FanOut[TodoUpdated](subscriber_buffer=subscriber_buffer, catch_up_window=catch_up_window)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -157,16 +96,14 @@ class TodoBridge:
 
     async def aclose(self) -> None:
         self._closed = True
-        for followers in self._followers.values():
-            for subscription in followers:
-                subscription.close()
+        self._fan_out.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @property
     def subscriber_count(self) -> int:
-        return sum(len(followers) for followers in self._followers.values())
+        return self._fan_out.subscriber_count
 
     @property
     def watched_sessions(self) -> list[str]:
@@ -233,33 +170,21 @@ class TodoBridge:
     # Events
 
     @asynccontextmanager
-    async def subscribe(self, session_id: str | None = None) -> AsyncIterator[Subscription]:
-        """Events of one session, or of every known session when ``session_id`` is None.
+    async def subscribe(self, session_id: str | None = None) -> AsyncIterator[Subscription[TodoUpdated]]:
+        """Changes of one session, or of every known session when ``session_id`` is None.
 
+        No replay of the past but the lists changed within the catch-up window (see ``fanout``).
         Raises ``NotFound`` for an unknown session and ``Unavailable`` once the bridge is closed.
         """
         if session_id is not None:
             await self._watched(session_id)
         if self._closed:
             raise _closed_error()
-        # No await from here to registration: the current lists and the live changes meet exactly.
-        subscription = Subscription(session_id, self._subscriber_buffer)
-        for watch in self._watches.values():
-            if watch.latest is not None and subscription.follows(watch.session_id):
-                subscription.push(watch.latest)
-        self._followers.setdefault(session_id, set()).add(subscription)
-        try:
+        with self._fan_out.subscribe(lambda event: session_id in (None, event.session_id)) as subscription:
             yield subscription
-        finally:
-            followers = self._followers[session_id]
-            followers.discard(subscription)
-            if not followers:
-                del self._followers[session_id]
 
     def _publish(self, event: TodoUpdated) -> None:
-        for followed in (event.session_id, None):
-            for subscription in self._followers.get(followed, ()):
-                subscription.push(event)
+        self._fan_out.publish(event)
 
     # Watches
 

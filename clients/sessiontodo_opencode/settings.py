@@ -22,6 +22,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Unread events kept per /event client before they collapse to the latest list per session.",
     )
+    catch_up_window: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds of recent changes a new /event client receives first (each session's latest list), "
+        "so a client that read a list just before subscribing misses nothing.",
+    )
     ready_timeout: float = Field(
         10.0, gt=0, description="Seconds a call waits for a session's watch to start or to deliver a write."
     )

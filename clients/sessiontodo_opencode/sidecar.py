@@ -46,7 +46,12 @@ class RunningSidecar:
 
 async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
-    bridge = TodoBridge(client, subscriber_buffer=settings.subscriber_buffer, ready_timeout=settings.ready_timeout)
+    bridge = TodoBridge(
+        client,
+        subscriber_buffer=settings.subscriber_buffer,
+        catch_up_window=settings.catch_up_window,
+        ready_timeout=settings.ready_timeout,
+    )
     app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, max_body_bytes=settings.max_body_bytes)
     config = uvicorn.Config(
         app,

@@ -15,6 +15,7 @@ const directory = process.env.OPENCODE_DIRECTORY;
 if (!baseUrl || !directory) throw new Error("set OPENCODE_URL and OPENCODE_DIRECTORY");
 const MISSING = "ses_0000000000000000000000000"; // a well-formed id no server knows
 const WAIT_MS = 60000;
+const EVENTS_MS = 10000; // upstream publishes within a second
 
 const v1 = createOpencodeClient({ baseUrl, directory });
 const v2 = createV2Client({ baseUrl, directory });
@@ -36,23 +37,28 @@ async function needTodos(sessionID, todos) {
   if (done) throw new Error("the harness closed stdin");
 }
 
-/** Collect a stream's events of our sessions (and server.*) until `until(events)` or the deadline. */
+/** Collect a stream's events; `until(predicate)` waits for them to match, the stream to end, or the deadline. */
 function collect(stream, unwrap = (event) => event) {
   const events = [];
+  let ended = false;
   let wake = () => {};
-  const reading = (async () => {
+  (async () => {
     for await (const raw of stream) {
       events.push(raw);
       wake();
     }
-  })().catch(() => {});
+  })()
+    .catch(() => {})
+    .finally(() => {
+      ended = true;
+      wake();
+    });
   return {
     events,
-    reading,
-    async until(predicate) {
-      const deadline = Date.now() + WAIT_MS;
-      while (!predicate(events.map(unwrap))) {
-        if (Date.now() > deadline) throw new Error(`events never matched: ${JSON.stringify(events)}`);
+    /** Wait until the events match, the stream ends or `ms` pass: a missing event shows in the report. */
+    async until(predicate, ms = WAIT_MS) {
+      const deadline = Date.now() + ms;
+      while (!predicate(events.map(unwrap)) && !ended && Date.now() < deadline) {
         await new Promise((resolve) => {
           wake = resolve;
           setTimeout(resolve, 200);
@@ -64,12 +70,19 @@ function collect(stream, unwrap = (event) => event) {
 
 const WATCHED_TYPES = new Set(["server.connected", "session.created", "session.updated", "session.deleted", "todo.updated"]);
 
+/** Our sessions' events (and server.connected): their order as `type#session`, and each type's shape. */
 function eventsOf(events, ids, unwrap = (event) => event) {
-  return events
+  const ours = events
     .map(unwrap)
     .filter((event) => event && WATCHED_TYPES.has(event.type))
-    .filter((event) => event.type === "server.connected" || ids.includes(event.properties?.sessionID))
-    .map((event) => ({ type: event.type, session: ids.indexOf(event.properties?.sessionID), shape: shape(event) }));
+    .filter((event) => event.type === "server.connected" || ids.includes(event.properties?.sessionID));
+  const shapes = {};
+  for (const event of ours) shapes[event.type] ??= shape(event);
+  // session.updated is compared by shape only: upstream also sends it for its own prompt's title and status.
+  const order = ours
+    .filter((event) => event.type !== "session.updated")
+    .map((event) => (event.type === "server.connected" ? event.type : `${event.type}#${ids.indexOf(event.properties.sessionID)}`));
+  return { order, shapes };
 }
 
 async function answer(call) {
@@ -126,6 +139,10 @@ const todoV2 = await answer(v2.session.todo({ sessionID: a }));
 const project = (todos) => todos.map(({ content, status, priority }) => ({ content, status, priority }));
 report.todo = { v1: describe(todoV1), v2: describe(todoV2), v1Values: project(todoV1.data), v2Values: project(todoV2.data) };
 
+// A rename: session.update answers the Session, and a session.updated event follows.
+const renamed = await answer(v2.session.update({ sessionID: a, title: "renamed" }));
+report.update = { v2: describe(renamed), v2Title: renamed.data?.title ?? null };
+
 // Errors of an unknown session.
 report.errors = {
   todoV1: describe(await answer(v1.session.todo({ path: { id: MISSING } }))),
@@ -134,13 +151,15 @@ report.errors = {
   deleteV1: describe(await answer(v1.session.delete({ path: { id: MISSING } }))),
 };
 
-// A late subscriber sees no replay of what happened before it connected.
+// A late subscriber sees no replay of what happened before it connected (the sidecar's catch-up
+// window, which the harness sets shorter than this pause, is over).
+await new Promise((resolve) => setTimeout(resolve, 1000));
 const lateController = new AbortController();
 const late = collect((await v2.event.subscribe({}, { signal: lateController.signal, sseMaxRetryAttempts: 1 })).stream);
 await late.until((events) => events.length > 0);
 await new Promise((resolve) => setTimeout(resolve, 1500));
 lateController.abort();
-report.lateSubscriber = eventsOf(late.events, [a, b]).map((event) => event.type);
+report.lateSubscriber = eventsOf(late.events, [a, b]).order;
 
 // Deleting a session: `true`, then its todo route is NotFound.
 const deleted = await answer(v2.session.delete({ sessionID: b }));
@@ -149,8 +168,9 @@ report.delete = { v2: describe(deleted), v2Data: deleted.data, todoAfter: descri
 // Every stream saw both sessions' lifecycle and a's list.
 const sawAll = (events) =>
   events.some((e) => e?.type === "todo.updated" && e.properties.sessionID === a) &&
+  events.some((e) => e?.type === "session.updated" && e.properties.info.title === "renamed") &&
   events.some((e) => e?.type === "session.deleted" && e.properties.sessionID === b);
-await Promise.all([onV1.until(sawAll), onV2.until(sawAll), onGlobal.until(sawAll)]);
+await Promise.all([onV1, onV2, onGlobal].map((on) => on.until(sawAll, EVENTS_MS)));
 const lastTodos = (events) => events.filter((e) => e?.type === "todo.updated" && e.properties.sessionID === a).at(-1);
 report.events = {
   v1: eventsOf(onV1.events, [a, b]),
@@ -160,8 +180,10 @@ report.events = {
     .filter((event) => WATCHED_TYPES.has(event.payload?.type) && event.payload.type !== "server.connected")
     .filter((event) => [a, b].includes(event.payload.properties.sessionID))
     .map((event) => shape({ ...event, payload: null })),
-  globalDirectories: [...new Set(onGlobal.events.filter((e) => e.payload?.properties?.sessionID === a).map((e) => e.directory))],
-  lastTodosValues: project(lastTodos(onV2.events).properties.todos),
+  globalDirectoryIsTheClients: [
+    ...new Set(onGlobal.events.filter((e) => e.payload?.properties?.sessionID === a).map((e) => e.directory === directory)),
+  ],
+  lastTodosValues: project(lastTodos(onV2.events)?.properties.todos ?? []),
 };
 for (const controller of controllers) controller.abort();
 console.log(JSON.stringify({ report }));

@@ -33,8 +33,8 @@ export function within(promise, what) {
 
 /**
  * Read an SDK event stream past `server.connected`. `updates(count, ids)` returns the next
- * `count` todo.updated events of the sessions in `ids`: a stream first lists every session
- * the sidecar knows, so other tests' sessions are skipped. `close()` aborts the stream.
+ * `count` todo.updated events of the sessions in `ids`, skipping other tests' sessions.
+ * `close()` aborts the stream.
  */
 export async function readEvents(stream, controller) {
   const events = stream[Symbol.asyncIterator]();

@@ -51,8 +51,6 @@ test("event.subscribe yields only the right session's todo.updated, as full list
   const b = await newSession();
   const events = await subscribe();
   try {
-    await events.updates(2, [a, b]);
-
     await Promise.all([writeGrowingLists(a), writeGrowingLists(b)]);
     const updates = await events.updates(10, [a, b]);
 
@@ -69,8 +67,6 @@ test("a sessionID query limits the stream to that session", async () => {
   const b = await newSession();
   const events = await subscribe({ $query_sessionID: a });
   try {
-    assert.equal((await events.nextUpdate()).properties.sessionID, a);
-
     await put(b, [todo("not for a")]);
     await put(a, [todo("for a")]);
 
@@ -87,8 +83,6 @@ test("session.delete answers true and clears the session and its children for su
   const child = await newSession({ parentID: parent });
   const events = await subscribe();
   try {
-    await events.updates(2, [parent, child]);
-
     const { data, response } = await client.session.delete({ sessionID: parent });
 
     assert.equal(response.status, 200);

@@ -55,9 +55,6 @@ test("event.subscribe yields only the right session's todo.updated, as full list
   const b = await newSession();
   const events = await subscribe();
   try {
-    const current = await events.updates(2, [a, b]);
-    assert.deepEqual(current.map((e) => e.properties.sessionID).sort(), [a, b].sort());
-
     await Promise.all([writeGrowingLists(a), writeGrowingLists(b)]);
     const updates = await events.updates(10, [a, b]);
 
@@ -76,8 +73,6 @@ test("a sessionID query limits the stream to that session", async () => {
   const b = await newSession();
   const events = await subscribe({ query: { sessionID: a } });
   try {
-    assert.equal((await events.nextUpdate()).properties.sessionID, a);
-
     await put(b, [todo("not for a")]);
     await put(a, [todo("for a")]);
 
@@ -95,8 +90,6 @@ test("session.delete answers true and clears the session and its children for su
   await put(child, [todo("child work")]);
   const events = await subscribe();
   try {
-    await events.updates(2, [parent, child]);
-
     const { data, response } = await client.session.delete({ path: { id: parent } });
 
     assert.equal(response.status, 200);

@@ -19,7 +19,7 @@ def todo(content: str, status: str = "pending") -> OpenCodeTodo:
     return OpenCodeTodo(content=content, status=status, priority="medium")  # type: ignore[arg-type]
 
 
-async def next_event(subscription: Subscription) -> TodoUpdated:
+async def next_event(subscription: Subscription[TodoUpdated]) -> TodoUpdated:
     event = await asyncio.wait_for(subscription.receive(), 5)
     assert event is not None
     return event
@@ -31,7 +31,7 @@ def listed(event: TodoUpdated) -> tuple[str, list[str]]:
 
 @pytest.fixture
 async def bridge(client: TodoClient) -> AsyncIterator[TodoBridge]:
-    async with TodoBridge(client) as bridge:
+    async with TodoBridge(client, catch_up_window=0) as bridge:
         yield bridge
 
 
@@ -39,8 +39,6 @@ async def test_a_write_becomes_one_event_with_the_full_list_for_only_that_sessio
     await bridge.create_session("ses_a")
     await bridge.create_session("ses_b")
     async with bridge.subscribe() as subscription:
-        assert sorted([listed(await next_event(subscription)) for _ in range(2)]) == [("ses_a", []), ("ses_b", [])]
-
         written = await bridge.write_todos("ses_a", [todo("one"), todo("two", "in_progress")])
 
         event = await next_event(subscription)
@@ -53,7 +51,6 @@ async def test_a_write_becomes_one_event_with_the_full_list_for_only_that_sessio
 async def test_the_bridge_serialises_events_with_opencodes_field_names(bridge: TodoBridge) -> None:
     await bridge.create_session("ses_a")
     async with bridge.subscribe("ses_a") as subscription:
-        await next_event(subscription)
         await bridge.write_todos("ses_a", [OpenCodeTodo(id="t1", content="x", status="completed", priority="high")])
         event = await next_event(subscription)
 
@@ -92,8 +89,6 @@ async def test_an_invalid_list_changes_nothing_and_sends_no_event(bridge: TodoBr
     await bridge.create_session("ses_a")
     await bridge.write_todos("ses_a", [todo("keep")])
     async with bridge.subscribe("ses_a") as subscription:
-        await next_event(subscription)
-
         with pytest.raises(InvalidArgument):
             await bridge.write_todos("ses_a", [todo("")])
 
@@ -118,9 +113,6 @@ async def test_deleting_a_session_ends_its_watch_and_its_childrens(bridge: TodoB
     await bridge.create_session("ses_parent")
     await bridge.create_session("ses_child", "ses_parent")
     async with bridge.subscribe() as subscription:
-        await next_event(subscription)
-        await next_event(subscription)
-
         assert await bridge.delete_session("ses_parent") is True
 
         assert sorted([listed(await next_event(subscription)) for _ in range(2)]) == [
@@ -142,8 +134,22 @@ async def test_deleting_a_session_the_bridge_never_watched_still_announces_its_e
         assert listed(await next_event(subscription)) == ("ses_grpc", [])
 
 
+async def test_a_new_subscription_gets_the_lists_changed_within_the_catch_up_window_and_nothing_older(
+    client: TodoClient,
+) -> None:
+    async with TodoBridge(client, catch_up_window=60) as bridge:
+        await bridge.create_session("ses_quiet")
+        await bridge.create_session("ses_a")
+        await bridge.write_todos("ses_a", [todo("one")])
+        await bridge.write_todos("ses_a", [todo("one"), todo("two")])
+
+        async with bridge.subscribe() as subscription:
+            assert listed(await next_event(subscription)) == ("ses_a", ["one", "two"])
+            assert subscription.buffered == 0  # only the latest list, nothing for the unchanged session
+
+
 async def test_a_subscriber_that_stops_reading_collapses_to_the_latest_list_per_session(client: TodoClient) -> None:
-    async with TodoBridge(client, subscriber_buffer=4) as bridge:
+    async with TodoBridge(client, subscriber_buffer=4, catch_up_window=0) as bridge:
         await bridge.create_session("ses_a")
         await bridge.create_session("ses_b")
         async with bridge.subscribe() as stuck:
@@ -159,7 +165,7 @@ async def test_a_subscriber_that_stops_reading_collapses_to_the_latest_list_per_
     assert latest == {"ses_a": ["a19"], "ses_b": ["b19"]}
 
 
-async def _drain(subscription: Subscription) -> AsyncIterator[TodoUpdated]:
+async def _drain(subscription: Subscription[TodoUpdated]) -> AsyncIterator[TodoUpdated]:
     while subscription.buffered:
         yield await next_event(subscription)
 
@@ -184,7 +190,6 @@ async def test_watches_resume_after_the_service_restarts(tmp_path: Path) -> None
         async with TodoClient.connect(service.address) as client, TodoBridge(client) as bridge:
             await bridge.create_session("ses_a")
             async with bridge.subscribe("ses_a") as subscription:
-                await next_event(subscription)
                 await bridge.write_todos("ses_a", [todo("before")])
                 assert listed(await next_event(subscription)) == ("ses_a", ["before"])
 

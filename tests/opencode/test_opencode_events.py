@@ -10,6 +10,7 @@ import httpx
 from opencode_support import EventFeed, contents, create, put, todos
 
 from sessiontodo_client import Todo, TodoClient
+from sessiontodo_opencode import RunningSidecar
 
 OpenFeed = Callable[..., Awaitable[EventFeed]]
 
@@ -31,7 +32,6 @@ async def test_the_stream_is_server_sent_events_in_lf_only_data_frames(http: htt
 async def test_every_envelope_carries_a_distinct_evt_id(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
     await create(http, "ses_a")
     feed = await open_feed()
-    await feed.next_update()
     await put(http, "ses_a", "x")
 
     envelopes = [await feed.next_event() for _ in range(3)]
@@ -50,16 +50,15 @@ async def test_a_quiet_stream_sends_heartbeats(open_feed: OpenFeed) -> None:
     assert all(e["properties"] == {} for e in envelopes)
 
 
-async def test_a_stream_starts_with_the_current_list_of_every_known_session(
+async def test_a_stream_replays_nothing_that_happened_before_it_connected(
     http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_a")
-    await create(http, "ses_b")
     await put(http, "ses_a", "a1", "a2")
 
     feed = await open_feed()
 
-    assert sorted(await feed.updates(2)) == [("ses_a", ["a1", "a2"]), ("ses_b", [])]
+    assert (await feed.next_event())["type"] == "server.heartbeat"  # like upstream: live events only
 
 
 async def test_a_write_reaches_subscribers_as_the_full_list_in_opencodes_shape(
@@ -67,7 +66,6 @@ async def test_a_write_reaches_subscribers_as_the_full_list_in_opencodes_shape(
 ) -> None:
     await create(http, "ses_a")
     feed = await open_feed()
-    await feed.next_update()
     body = [{"id": "t1", "content": "plan", "status": "in_progress", "priority": "high"}, *todos("ship")]
 
     await http.put("/session/ses_a/todo", json=body)
@@ -82,7 +80,6 @@ async def test_a_session_filter_limits_the_stream_to_that_session(http: httpx.As
     await create(http, "ses_a")
     await create(http, "ses_b")
     feed = await open_feed(sessionID="ses_a")
-    assert contents(await feed.next_update()) == ("ses_a", [])
 
     await put(http, "ses_b", "b1")
     await put(http, "ses_a", "a1")
@@ -112,7 +109,6 @@ async def test_concurrent_writers_on_two_sessions_never_cross_events(
     await create(http, "ses_a")
     await create(http, "ses_b")
     feed = await open_feed()
-    await feed.updates(2)
     rounds = 15
 
     async def write(session_id: str) -> None:
@@ -136,7 +132,6 @@ async def test_deleting_a_session_sends_an_empty_list_for_it_and_its_children(
     await put(http, "ses_parent", "p")
     await put(http, "ses_child", "c")
     feed = await open_feed()
-    await feed.updates(3)
 
     await http.delete("/session/ses_parent")
     await put(http, "ses_other", "still here")
@@ -161,7 +156,6 @@ async def test_changes_made_through_grpc_reach_subscribers_once_the_session_was_
 async def test_a_session_named_in_a_filter_becomes_known(client: TodoClient, open_feed: OpenFeed) -> None:
     await client.create_session("ses_grpc")
     feed = await open_feed(sessionID="ses_grpc")
-    assert contents(await feed.next_update()) == ("ses_grpc", [])
 
     await client.add_todo("ses_grpc", Todo(content="from grpc"))
 
@@ -174,7 +168,6 @@ async def test_a_session_removed_through_grpc_gets_an_empty_list_and_is_forgotte
     await create(http, "ses_a")
     await put(http, "ses_a", "x")
     feed = await open_feed()
-    await feed.next_update()
 
     await client.remove_session("ses_a")
 
@@ -184,16 +177,23 @@ async def test_a_session_removed_through_grpc_gets_an_empty_list_and_is_forgotte
 
 
 async def test_a_client_that_reads_then_subscribes_misses_no_change_made_in_between(
-    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+    launch_sidecar: Callable[..., Awaitable[RunningSidecar]], client: TodoClient
 ) -> None:
-    await create(http, "ses_a")
-    observer = await open_feed()
-    await observer.next_update()
-    read = await http.get("/session/ses_a/todo")
-    assert read.json() == []
+    sidecar = await launch_sidecar(catch_up_window=60.0)
+    async with httpx.AsyncClient(base_url=sidecar.url, timeout=10.0) as http:
+        await create(http, "ses_a")
+        await create(http, "ses_quiet")
+        async with http.stream("GET", "/event") as observed:
+            observer = EventFeed(observed)
+            await observer.next_event()  # server.connected
+            read = await http.get("/session/ses_a/todo")
+            assert read.json() == []
 
-    await client.add_todo("ses_a", Todo(content="made in between"))
-    assert contents(await observer.next_update()) == ("ses_a", ["made in between"])  # published before subscribing
-    feed = await open_feed(sessionID="ses_a")
+            await client.add_todo("ses_a", Todo(content="made in between"))
+            assert contents(await observer.next_update()) == ("ses_a", ["made in between"])  # before subscribing
+            async with http.stream("GET", "/event") as response:
+                feed = EventFeed(response)
+                assert (await feed.next_event())["type"] == "server.connected"
 
-    assert contents(await feed.next_update()) == ("ses_a", ["made in between"])
+                assert contents(await feed.next_update()) == ("ses_a", ["made in between"])
+                assert (await feed.next_event())["type"] == "server.heartbeat"  # nothing of ses_quiet
