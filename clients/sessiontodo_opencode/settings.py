@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -14,6 +16,12 @@ class Settings(BaseSettings):
     )
 
     sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
+    directory: str = Field(
+        default_factory=os.getcwd,
+        description="The directory this instance serves, as OpenCode's: sessions without a directory label "
+        "belong to it, and /event without ?directory= carries them. Default: the working directory.",
+    )
+    project: str = Field("global", description="The projectID of sessions without a project label.")
     host: str = Field("127.0.0.1", description="Address to serve OpenCode's HTTP routes on.")
     port: int = Field(4096, ge=0, le=65535, description="Port to serve on (OpenCode's default); 0 picks a free one.")
     heartbeat_interval: float = Field(10.0, gt=0, description="Seconds between server.heartbeat frames on /event.")

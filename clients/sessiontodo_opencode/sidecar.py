@@ -7,6 +7,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 
 import uvicorn
 
@@ -48,10 +49,14 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
     bridge = TodoBridge(
         client,
+        directory=settings.directory,
+        project=settings.project,
+        version=f"sessiontodo-{version('sessiontodo')}",
         subscriber_buffer=settings.subscriber_buffer,
         catch_up_window=settings.catch_up_window,
         ready_timeout=settings.ready_timeout,
     )
+    await bridge.start()
     app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, max_body_bytes=settings.max_body_bytes)
     config = uvicorn.Config(
         app,

@@ -77,7 +77,7 @@ function eventsOf(events, ids, unwrap = (event) => event) {
     .filter((event) => event && WATCHED_TYPES.has(event.type))
     .filter((event) => event.type === "server.connected" || ids.includes(event.properties?.sessionID));
   const shapes = {};
-  for (const event of ours) shapes[event.type] ??= shape(event);
+  for (const event of ours) shapes[event.type] = shape(event); // the last of each type: the most complete
   // session.updated is compared by shape only: upstream also sends it for its own prompt's title and status.
   const order = ours
     .filter((event) => event.type !== "session.updated")
@@ -115,7 +115,7 @@ await head.body.cancel();
 const onV1 = collect((await v1.event.subscribe(options(0))).stream);
 const onV2 = collect((await v2.event.subscribe({}, options(1))).stream);
 const onGlobal = collect((await v2.global.event(options(2))).stream, (event) => event.payload);
-await Promise.all([onV1, onV2].map((s) => s.until((events) => events.length > 0)));
+await Promise.all([onV1, onV2, onGlobal].map((s) => s.until((events) => events.length > 0)));
 
 // Sessions: create (both clients), read, list.
 const createdV1 = await answer(v1.session.create({ body: {} }));
@@ -176,10 +176,14 @@ report.events = {
   v1: eventsOf(onV1.events, [a, b]),
   v2: eventsOf(onV2.events, [a, b]),
   global: eventsOf(onGlobal.events, [a, b], (event) => event.payload),
-  globalEnvelopes: onGlobal.events
-    .filter((event) => WATCHED_TYPES.has(event.payload?.type) && event.payload.type !== "server.connected")
-    .filter((event) => [a, b].includes(event.payload.properties.sessionID))
-    .map((event) => shape({ ...event, payload: null })),
+  globalEnvelopes: [
+    ...new Set(
+      onGlobal.events
+        .filter((event) => WATCHED_TYPES.has(event.payload?.type) && event.payload.type !== "server.connected")
+        .filter((event) => [a, b].includes(event.payload.properties.sessionID))
+        .map((event) => JSON.stringify(shape({ ...event, payload: null }))),
+    ),
+  ],
   globalDirectoryIsTheClients: [
     ...new Set(onGlobal.events.filter((e) => e.payload?.properties?.sessionID === a).map((e) => e.directory === directory)),
   ],

@@ -78,7 +78,7 @@ test("a sessionID query limits the stream to that session", async () => {
   }
 });
 
-test("session.delete answers true and clears the session and its children for subscribers", async () => {
+test("session.delete answers true and announces the session and its children as deleted", async () => {
   const parent = await newSession();
   const child = await newSession({ parentID: parent });
   const events = await subscribe();
@@ -87,8 +87,8 @@ test("session.delete answers true and clears the session and its children for su
 
     assert.equal(response.status, 200);
     assert.equal(data, true);
-    const cleared = await events.updates(2, [parent, child]);
-    assert.deepEqual(cleared.map((e) => [e.properties.sessionID, contents(e)]).sort(), [[child, []], [parent, []]].sort());
+    const deleted = await events.ofType("session.deleted", 2, [parent, child]);
+    assert.deepEqual(deleted.map((e) => e.properties.info.id).sort(), [child, parent].sort());
     assert.equal((await client.session.todo({ sessionID: parent })).response.status, 404);
   } finally {
     events.close();

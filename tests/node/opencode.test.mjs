@@ -84,7 +84,7 @@ test("a sessionID query limits the stream to that session", async () => {
   }
 });
 
-test("session.delete answers true and clears the session and its children for subscribers", async () => {
+test("session.delete answers true and announces the session and its children as deleted", async () => {
   const parent = await newSession();
   const child = await newSession({ parentID: parent });
   await put(child, [todo("child work")]);
@@ -94,8 +94,9 @@ test("session.delete answers true and clears the session and its children for su
 
     assert.equal(response.status, 200);
     assert.equal(data, true);
-    const cleared = await events.updates(2, [parent, child]);
-    assert.deepEqual(cleared.map((e) => [e.properties.sessionID, contents(e)]).sort(), [[child, []], [parent, []]].sort());
+    const deleted = await events.ofType("session.deleted", 2, [parent, child]);
+    assert.deepEqual(deleted.map((e) => e.properties.info.id).sort(), [child, parent].sort());
+    assert.deepEqual(contents(await events.nextUpdate()), []); // the child had todos: its panel is cleared
     const { error } = await client.session.todo({ path: { id: child } });
     assert.equal(error.name, "NotFoundError");
   } finally {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from unittest.mock import ANY
 
 import httpx
 from opencode_support import EventFeed, contents, create, put, todos
@@ -123,57 +124,92 @@ async def test_concurrent_writers_on_two_sessions_never_cross_events(
         assert lists == [[f"{session_id}-{k}" for k in range(n + 1)] for n in range(rounds)]
 
 
-async def test_deleting_a_session_sends_an_empty_list_for_it_and_its_children(
+async def test_deleting_a_session_sends_session_deleted_for_it_and_its_children_and_clears_their_lists(
     http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_parent")
     await create(http, "ses_child", parent_id="ses_parent")
     await create(http, "ses_other")
-    await put(http, "ses_parent", "p")
     await put(http, "ses_child", "c")
     feed = await open_feed()
 
     await http.delete("/session/ses_parent")
     await put(http, "ses_other", "still here")
 
-    assert sorted(await feed.updates(3)) == [("ses_child", []), ("ses_other", ["still here"]), ("ses_parent", [])]
+    envelopes = [await feed.next_event() for _ in range(4)]
+    deleted = [e["properties"] for e in envelopes if e["type"] == "session.deleted"]
+    assert sorted(p["sessionID"] for p in deleted) == ["ses_child", "ses_parent"]
+    assert all(p["info"]["id"] == p["sessionID"] for p in deleted)
+    # Only a session whose list was not empty gets an extra todo.updated [] (upstream sends none).
+    updates = [contents(e["properties"]) for e in envelopes if e["type"] == "todo.updated"]
+    assert updates == [("ses_child", []), ("ses_other", ["still here"])]
 
 
-async def test_changes_made_through_grpc_reach_subscribers_once_the_session_was_read(
+async def test_every_sessions_lifecycle_and_lists_reach_subscribers_whoever_writes_them(
     http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
 ) -> None:
-    await client.create_session("ses_grpc")
-    await client.create_session("ses_unread")
     feed = await open_feed()
-    await http.get("/session/ses_grpc/todo")
 
-    await client.add_todo("ses_unread", Todo(content="nobody follows this"))
-    await client.add_todo("ses_grpc", Todo(content="from grpc"))
-
-    assert contents(await feed.next_update()) == ("ses_grpc", ["from grpc"])
-
-
-async def test_a_session_named_in_a_filter_becomes_known(client: TodoClient, open_feed: OpenFeed) -> None:
     await client.create_session("ses_grpc")
-    feed = await open_feed(sessionID="ses_grpc")
-
     await client.add_todo("ses_grpc", Todo(content="from grpc"))
+    await client.update_session("ses_grpc", labels={"title": "named over grpc"})
+    await client.remove_session("ses_grpc")
 
-    assert contents(await feed.next_update()) == ("ses_grpc", ["from grpc"])
+    assert [await feed.next_event() for _ in range(5)] == [
+        {"id": ANY, "type": "session.created", "properties": {"sessionID": "ses_grpc", "info": ANY}},
+        {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_grpc", "todos": [ANY]}},
+        {"id": ANY, "type": "session.updated", "properties": {"sessionID": "ses_grpc", "info": ANY}},
+        {"id": ANY, "type": "session.deleted", "properties": {"sessionID": "ses_grpc", "info": ANY}},
+        {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_grpc", "todos": []}},
+    ]
 
 
-async def test_a_session_removed_through_grpc_gets_an_empty_list_and_is_forgotten(
-    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+async def test_a_stream_carries_only_the_sessions_of_its_directory(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    here = await open_feed()
+    there = await open_feed(directory="/there")
+
+    await http.post("/session", json={"id": "ses_there"}, params={"directory": "/there"})
+    await http.post("/session", json={"id": "ses_here"})
+    await put(http, "ses_there", "t")
+    await put(http, "ses_here", "h")
+
+    assert (await here.next_of("session.created"))["sessionID"] == "ses_here"
+    assert contents(await here.next_update()) == ("ses_here", ["h"])
+    assert (await there.next_of("session.created"))["info"]["directory"] == "/there"
+    assert contents(await there.next_update()) == ("ses_there", ["t"])
+
+
+async def test_the_global_stream_wraps_every_directorys_events_in_upstreams_envelope(http: httpx.AsyncClient) -> None:
+    async with http.stream("GET", "/global/event") as response:
+        feed = EventFeed(response)
+        connected = await feed.next_event()
+        await http.post("/session", json={"id": "ses_there"}, params={"directory": "/there"})
+        await put(http, "ses_there", "t")
+        created = await feed.next_event()
+        updated = await feed.next_event()
+
+    assert connected == {"payload": {"id": ANY, "type": "server.connected", "properties": {}}}
+    assert created["directory"] == "/there" and created["project"] == "global"
+    assert created["payload"]["type"] == "session.created"
+    assert updated == {
+        "directory": "/there",
+        "project": "global",
+        "payload": {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_there", "todos": [ANY]}},
+    }
+
+
+async def test_a_write_that_changes_nothing_is_still_published_like_upstream(
+    http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_a")
-    await put(http, "ses_a", "x")
+    written = (await http.put("/session/ses_a/todo", json=todos("x"))).json()
     feed = await open_feed()
 
-    await client.remove_session("ses_a")
+    await http.put("/session/ses_a/todo", json=written)
 
-    assert contents(await feed.next_update()) == ("ses_a", [])
-    later = await open_feed()
-    assert (await later.next_event())["type"] == "server.heartbeat"  # no list for a forgotten session
+    assert contents(await feed.next_update()) == ("ses_a", ["x"])
 
 
 async def test_a_client_that_reads_then_subscribes_misses_no_change_made_in_between(
@@ -195,5 +231,14 @@ async def test_a_client_that_reads_then_subscribes_misses_no_change_made_in_betw
                 feed = EventFeed(response)
                 assert (await feed.next_event())["type"] == "server.connected"
 
-                assert contents(await feed.next_update()) == ("ses_a", ["made in between"])
-                assert (await feed.next_event())["type"] == "server.heartbeat"  # nothing of ses_quiet
+                caught_up = [await feed.next_event() for _ in range(3)]
+
+    # The recent changes, each session's latest event per kind: the list ses_a got in between.
+    assert sorted((e["type"], e["properties"]["sessionID"]) for e in caught_up) == [
+        ("session.created", "ses_a"),
+        ("session.created", "ses_quiet"),
+        ("todo.updated", "ses_a"),
+    ]
+    assert [e["properties"]["todos"][0]["content"] for e in caught_up if e["type"] == "todo.updated"] == [
+        "made in between"
+    ]
