@@ -44,4 +44,15 @@ class Settings(BaseSettings):
     )
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
-    metrics: bool = Field(False, description="Count and time HTTP requests and serve them at GET /metrics.")
+
+
+class MirrorSettings(BaseSettings):
+    """The mirror's knobs: flags win over ``SESSIONTODO_OPENCODE_MIRROR_*`` variables, which win over defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONTODO_OPENCODE_MIRROR_", cli_kebab_case=True, cli_prog_name="sessiontodo-opencode-mirror"
+    )
+
+    opencode: str = Field(description="Base URL of the OpenCode server to follow, e.g. http://127.0.0.1:4096.")
+    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
+    log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
