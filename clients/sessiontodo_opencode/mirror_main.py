@@ -37,6 +37,7 @@ def main() -> None:
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     asyncio.run(serve(settings))
 
 

@@ -135,6 +135,7 @@ class TodoUpdated(_BusEvent):
 
 
 class _SessionEvent(_BusEvent):
+    type: str  # each subclass narrows it; declared here so that JSON reads id, type, properties
     properties: SessionProperties
 
     @property
