@@ -34,6 +34,9 @@ ORIGIN = "opencode"
 SERVER_LABEL = "opencode.server"
 """The label naming the OpenCode server a mirrored session comes from."""
 
+SILENCE_TIMEOUT = 30.0
+"""Seconds without a byte after which the stream is opened again: OpenCode sends a heartbeat every
+10 s, and a connection it accepted while starting up may never be answered."""
 BATCH = 500
 """Sessions read per BatchGetTodos during a resync."""
 
@@ -76,7 +79,8 @@ class OpenCodeMirror:
 
     async def _events(self) -> AsyncIterator[dict[str, Any]]:
         """``/global/event`` frames as dicts; ``server.connected`` comes first on every connection."""
-        async with self._http.stream("GET", "/global/event", timeout=httpx.Timeout(10.0, read=None)) as response:
+        timeout = httpx.Timeout(10.0, read=SILENCE_TIMEOUT)
+        async with self._http.stream("GET", "/global/event", timeout=timeout) as response:
             response.raise_for_status()
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
