@@ -55,6 +55,7 @@ function collect(stream, unwrap = (event) => event) {
     });
   return {
     events,
+    unwrap,
     /** Wait until the events match, the stream ends or `ms` pass: a missing event shows in the report. */
     async until(predicate, ms = WAIT_MS) {
       const deadline = Date.now() + ms;
@@ -102,6 +103,10 @@ const report = {};
 const controllers = [new AbortController(), new AbortController(), new AbortController()];
 const options = (i) => ({ signal: controllers[i].signal, sseMaxRetryAttempts: 1 });
 
+// Upstream boots a directory's instance on its first request, and /global/event misses events of
+// an instance that boots meanwhile: read once so that the instance runs before anything happens.
+await v2.session.list({});
+
 // The event streams, opened before anything happens.
 const head = await fetch(`${baseUrl}/event`, { signal: AbortSignal.timeout(WAIT_MS) });
 report.eventHead = {
@@ -115,7 +120,16 @@ await head.body.cancel();
 const onV1 = collect((await v1.event.subscribe(options(0))).stream);
 const onV2 = collect((await v2.event.subscribe({}, options(1))).stream);
 const onGlobal = collect((await v2.global.event(options(2))).stream, (event) => event.payload);
-await Promise.all([onV1, onV2, onGlobal].map((s) => s.until((events) => events.length > 0)));
+// Upstream's /global/event starts forwarding a little after its server.connected: create probe
+// sessions until one shows on every stream, so the streams are live before the observed part.
+const probed = (id) => (events) => events.some((e) => e?.type === "session.created" && e.properties.sessionID === id);
+for (let attempt = 0; ; attempt++) {
+  const probe = (await v2.session.create({ title: "probe" })).data.id;
+  const streams = [onV1, onV2, onGlobal];
+  await Promise.all(streams.map((on) => on.until(probed(probe), 1000)));
+  if (streams.every((on) => probed(probe)(on.events.map(on.unwrap)))) break;
+  if (attempt === 20) throw new Error("the event streams never carried a probe session");
+}
 
 // Sessions: create (both clients), read, list.
 const createdV1 = await answer(v1.session.create({ body: {} }));
