@@ -18,12 +18,13 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from sessiontodo_client import FailedPrecondition, NotFound, RetryPolicy, ServiceError, TodoClient
+from sessiontodo_client import FailedPrecondition, NotFound, RetryPolicy, ServiceError, TodoClient, Unavailable
 from sessiontodo_client import Session as ServiceSession
 from sessiontodo_opencode.models import Session, Todo
 from sessiontodo_opencode.translate import DIRECTORY, PROJECT, SLUG, TITLE, todo_to_service, todos_from_service
@@ -37,6 +38,8 @@ SERVER_LABEL = "opencode.server"
 SILENCE_TIMEOUT = 30.0
 """Seconds without a byte after which the stream is opened again: OpenCode sends a heartbeat every
 10 s, and a connection it accepted while starting up may never be answered."""
+MAX_TITLE = 1024
+"""Characters of a title kept in its label (far below the service's label limit)."""
 BATCH = 500
 """Sessions read per BatchGetTodos during a resync."""
 
@@ -62,6 +65,8 @@ class OpenCodeMirror:
         """The list last written per session, so an unchanged list is not written again."""
         self.resyncs = 0
         """How many times the mirror re-read everything (once per (re)connect)."""
+        self.skipped = 0
+        """Events and sessions skipped because sessiontodo refused them or they were malformed."""
 
     async def run(self) -> None:
         """Follow the server for ever: reconnect with backoff, resync after every connect."""
@@ -70,12 +75,27 @@ class OpenCodeMirror:
             try:
                 async for event in self._events():
                     attempt = 0
-                    await self._apply(event)
+                    async with self._skipping_refusals(f"event {event}"):
+                        await self._apply(event)
                 log.info("OpenCode's event stream ended; reconnecting")
             except (httpx.HTTPError, ServiceError, ValueError) as error:
                 log.warning("mirroring %s interrupted: %s", self._server, error)
             await asyncio.sleep(self._retry.delay(attempt))
             attempt += 1
+
+    @asynccontextmanager
+    async def _skipping_refusals(self, what: str) -> AsyncIterator[None]:
+        """Log and skip what sessiontodo refuses or OpenCode sent malformed: retrying cannot help.
+
+        UNAVAILABLE and HTTP errors go on up: the mirror reconnects and resyncs.
+        """
+        try:
+            yield
+        except Unavailable:
+            raise
+        except (ServiceError, ValidationError, KeyError, TypeError) as error:
+            self.skipped += 1
+            log.warning("skipped %.200s: %s", what, error)
 
     async def _events(self) -> AsyncIterator[dict[str, Any]]:
         """``/global/event`` frames as dicts; ``server.connected`` comes first on every connection."""
@@ -103,7 +123,7 @@ class OpenCodeMirror:
 
     def _labels(self, session: Session) -> dict[str, str]:
         return {
-            TITLE: session.title,
+            TITLE: session.title[:MAX_TITLE],
             DIRECTORY: session.directory,
             PROJECT: session.project_id,
             SLUG: session.slug,
@@ -158,10 +178,12 @@ class OpenCodeMirror:
             response.raise_for_status()
             listed |= {session.id: session for session in _SESSIONS.validate_json(response.content)}
         for unlisted in _missing(mirrored, listed):  # first: removals usually came before newer sessions
-            await self._reread(unlisted)
+            async with self._skipping_refusals(f"session {unlisted.session_id}"):
+                await self._reread(unlisted)
         for session in _parents_first(listed.values()):
-            await self._mirror_session(session)
-            await self._reread_todos(session.id, session.directory)
+            async with self._skipping_refusals(f"session {session.id}"):
+                await self._mirror_session(session)
+                await self._reread_todos(session.id, session.directory)
         log.info("resynced %d OpenCode sessions from %s", len(listed), self._server)
 
     async def _load_written(self, session_ids: list[str]) -> None:
