@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sessiontodo_client import NotFound, ServiceError
 from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.fanout import Subscription
+from sessiontodo_opencode.metrics import MetricsMiddleware, SidecarMetrics
 from sessiontodo_opencode.models import (
     BusEvent,
     CreateSessionBody,
@@ -350,12 +351,22 @@ class _NoSniff:
 
 
 def create_app(
-    bridge: TodoBridge, *, heartbeat_interval: float = 10.0, max_body_bytes: int = 4 * 1024 * 1024
+    bridge: TodoBridge,
+    *,
+    heartbeat_interval: float = 10.0,
+    max_body_bytes: int = 4 * 1024 * 1024,
+    metrics: SidecarMetrics | None = None,
 ) -> Starlette:
-    """The sidecar's ASGI app; the bridge (and so the service connection) is injected."""
+    """The sidecar's ASGI app; the bridge (and so the service connection) is injected. With ``metrics``,
+    requests are counted and timed, and ``GET /metrics`` serves them."""
+    routes = OpenCodeRoutes(bridge, heartbeat_interval, max_body_bytes).routes()
+    middleware = [Middleware(_NoSniff)]
+    if metrics is not None:
+        routes.append(metrics.route())
+        middleware.append(Middleware(MetricsMiddleware, metrics=metrics, routes=routes))
     return Starlette(
-        routes=OpenCodeRoutes(bridge, heartbeat_interval, max_body_bytes).routes(),
-        middleware=[Middleware(_NoSniff)],
+        routes=routes,
+        middleware=middleware,
         exception_handlers={
             HTTPException: _http_error,
             _BodyTooLarge: _body_too_large,

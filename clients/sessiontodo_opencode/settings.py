@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     )
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
+    metrics: bool = Field(False, description="Count and time HTTP requests and serve them at GET /metrics.")
 
 
 class MirrorSettings(BaseSettings):

@@ -57,7 +57,13 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         ready_timeout=settings.ready_timeout,
     )
     await bridge.start()
-    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, max_body_bytes=settings.max_body_bytes)
+    metrics = SidecarMetrics() if settings.metrics else None
+    app = create_app(
+        bridge,
+        heartbeat_interval=settings.heartbeat_interval,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
