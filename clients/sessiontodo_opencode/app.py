@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -39,7 +39,6 @@ from sessiontodo_opencode.models import (
     GlobalEvent,
     ServerConnected,
     ServerHeartbeat,
-    Session,
     Todo,
     UpdateSessionBody,
 )
@@ -48,7 +47,6 @@ from sessiontodo_opencode.translate import describe_violations
 log = logging.getLogger(__name__)
 
 _TODO_LIST = TypeAdapter(list[Todo])
-_LIST = TypeAdapter(list[Todo] | list[Session])
 _CREATE_SESSION = TypeAdapter(CreateSessionBody)
 _UPDATE_SESSION = TypeAdapter(UpdateSessionBody)
 T = TypeVar("T")
@@ -121,13 +119,14 @@ def validation_message(error: ValidationError, subject: str) -> str:
     return describe_violations([(where(problem["loc"]), problem["msg"]) for problem in error.errors()])
 
 
-def json_response(value: BaseModel | list[Todo] | list[Session] | bool) -> Response:
+def json_response(value: BaseModel | Sequence[BaseModel] | bool) -> Response:
+    """A JSON answer; absent optional fields (``parentID`` of a root session) are left out, as upstream."""
     if isinstance(value, BaseModel):
         content = value.model_dump_json(exclude_none=True)
     elif isinstance(value, bool):
         content = "true" if value else "false"
     else:
-        content = _LIST.dump_json(value, exclude_none=True).decode()
+        content = "[" + ",".join(item.model_dump_json(exclude_none=True) for item in value) + "]"
     return Response(content, media_type="application/json")
 
 
@@ -201,11 +200,6 @@ class EventStream:
             await send({"type": "http.response.body", "body": self._frame(event), "more_body": True})
 
 
-def instance_frame(event: BusEvent | ServerConnected | ServerHeartbeat) -> bytes:
-    """A ``/event`` frame: the bare event."""
-    return frame(event)
-
-
 def global_frame(event: BusEvent | ServerConnected | ServerHeartbeat) -> bytes:
     """A ``/global/event`` frame: the event in upstream's envelope with its directory and project."""
     if isinstance(event, ServerConnected | ServerHeartbeat):
@@ -260,9 +254,7 @@ class OpenCodeRoutes:
             except ServiceError as error:
                 return service_error_response(error, session_id)
         directory = None if session_id else self._directory(request)
-        return EventStream(
-            self._bridge, self._heartbeat_interval, instance_frame, directory=directory, session_id=session_id
-        )
+        return EventStream(self._bridge, self._heartbeat_interval, frame, directory=directory, session_id=session_id)
 
     async def global_events(self, request: Request) -> EventStream:
         return EventStream(self._bridge, self._heartbeat_interval, global_frame, directory=None)

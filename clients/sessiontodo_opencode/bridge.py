@@ -211,9 +211,6 @@ class TodoBridge:
         with self._fan_out.subscribe(follows) as subscription:
             yield subscription
 
-    def knows(self, session_id: str) -> bool:
-        return session_id in self._sessions
-
     def _publish(self, event: BusEvent) -> None:
         self._fan_out.publish(event)
 

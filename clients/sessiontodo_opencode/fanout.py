@@ -110,10 +110,6 @@ class FanOut(Generic[E]):
     def subscriber_count(self) -> int:
         return len(self._subscriptions)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     @contextmanager
     def subscribe(self, follows: Callable[[E], bool]) -> Iterator[Subscription[E]]:
         """A subscription to the events ``follows`` accepts, starting with the recent ones."""
