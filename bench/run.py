@@ -39,6 +39,7 @@ from memory import (
     per_mib_change,
     per_session_and_watcher,
 )
+from opencode import measure_opencode, opencode_rows
 from processes import BENCH, CpuPlan, ServerProcess
 from replicas import measure_cross_replica_latency
 from report import Row, machine, markdown_table, median, plot
@@ -67,6 +68,8 @@ class Sizes:
     churn_cycles: int
     replica_samples: int
     big_list_writes: int
+    opencode_sessions: int
+    opencode_samples: int
 
 
 FULL = Sizes(
@@ -89,6 +92,8 @@ FULL = Sizes(
     churn_cycles=3,
     replica_samples=300,
     big_list_writes=200,
+    opencode_sessions=10_000,
+    opencode_samples=300,
 )
 QUICK = Sizes(
     rounds=1,
@@ -110,6 +115,8 @@ QUICK = Sizes(
     churn_cycles=1,
     replica_samples=20,
     big_list_writes=10,
+    opencode_sessions=200,
+    opencode_samples=20,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -208,6 +215,11 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     plotted["memory"] = asdict(memory)
     plotted["feed"] = {"sessions": sizes.feed_sessions, "watches_bytes": watches, "feed_bytes": feed}
     plotted["big_list"] = asdict(big_list)
+
+    progress("figure 7: the OpenCode sidecar: kept-alive requests, /event first byte with many sessions")
+    sidecar = await measure_opencode(sizes.opencode_sessions, sizes.opencode_samples, cpus.server, scratch)
+    figures[7] = opencode_rows(sidecar)
+    plotted["opencode"] = sidecar
 
     if shutil.which("redis-server"):
         progress("figure 6: write-to-watcher latency across replicas sharing one Redis (bench/replicas.py)")

@@ -16,7 +16,15 @@ import pytest
 
 from support import ROOT
 
-FIGURES = ("1. write throughput", "2. isolation", "3. fan-out", "4. memory", "5. list size", "6. replicas")
+FIGURES = (
+    "1. write throughput",
+    "2. isolation",
+    "3. fan-out",
+    "4. memory",
+    "5. list size",
+    "6. replicas",
+    "7. opencode sidecar",
+)
 
 
 @pytest.mark.timeout(300)

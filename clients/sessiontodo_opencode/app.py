@@ -1,10 +1,11 @@
-"""The OpenCode-compatible HTTP surface of the sidecar: todo routes and the ``/event`` stream.
+"""The OpenCode-compatible HTTP surface of the sidecar: session and todo routes, event streams.
 
 Every answer is JSON (OpenCode's v2 client throws on ``text/html``), errors use
 OpenCode's ``{"name", "data": {"message"}}`` bodies, and SSE frames are written by hand
 as ``data: <json>\\n\\n`` with LF only, which the default SDK client requires.
-OpenCode's ``directory``/``workspace`` query parameters and ``x-opencode-*`` headers are
-accepted and ignored.
+OpenCode's ``directory`` query parameter (or ``x-opencode-directory`` header) picks the
+instance, as upstream: new sessions get it as their directory, ``/event`` and ``GET /session``
+carry only its sessions. ``workspace`` is accepted and ignored.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import grpc
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -24,19 +25,22 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sessiontodo_client import NotFound, ServiceError
-from sessiontodo_opencode.bridge import Subscription, TodoBridge
+from sessiontodo_opencode.bridge import TodoBridge
+from sessiontodo_opencode.fanout import Subscription
 from sessiontodo_opencode.metrics import MetricsMiddleware, SidecarMetrics
 from sessiontodo_opencode.models import (
+    BusEvent,
     CreateSessionBody,
     ErrorBody,
     ErrorData,
+    GlobalEvent,
     ServerConnected,
     ServerHeartbeat,
     Todo,
-    TodoUpdated,
+    UpdateSessionBody,
 )
 from sessiontodo_opencode.translate import describe_violations
 
@@ -44,12 +48,15 @@ log = logging.getLogger(__name__)
 
 _TODO_LIST = TypeAdapter(list[Todo])
 _CREATE_SESSION = TypeAdapter(CreateSessionBody)
+_UPDATE_SESSION = TypeAdapter(UpdateSessionBody)
+T = TypeVar("T")
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 # The one table from service errors to HTTP answers: status and OpenCode error name.
 _ERROR_TABLE: dict[grpc.StatusCode, tuple[int, str]] = {
@@ -62,9 +69,9 @@ _ERROR_TABLE: dict[grpc.StatusCode, tuple[int, str]] = {
 }
 
 
-def error_response(status: int, name: str, message: str) -> Response:
-    body = ErrorBody(name=name, data=ErrorData(message=message))
-    return Response(body.model_dump_json(), status_code=status, media_type="application/json")
+def error_response(status: int, name: str, message: str, kind: str | None = None) -> Response:
+    body = ErrorBody(name=name, data=ErrorData(message=message, kind=kind))
+    return Response(body.model_dump_json(exclude_none=True), status_code=status, media_type="application/json")
 
 
 def service_error_response(error: ServiceError, session_id: str) -> Response:
@@ -79,8 +86,28 @@ def service_error_response(error: ServiceError, session_id: str) -> Response:
     return error_response(status, name, message)
 
 
-def bad_request(message: str) -> Response:
-    return error_response(400, "BadRequest", message)
+def bad_request(message: str, kind: str | None = None) -> Response:
+    return error_response(400, "BadRequest", message, kind)
+
+
+class _BodyTooLarge(Exception):
+    """A request body over the sidecar's limit: answered 413 before it is all read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body over {limit} bytes")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (``_BodyTooLarge``) as soon as it is known to exceed ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _BodyTooLarge(limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _BodyTooLarge(limit)
+    return bytes(body)
 
 
 def validation_message(error: ValidationError, subject: str) -> str:
@@ -92,19 +119,20 @@ def validation_message(error: ValidationError, subject: str) -> str:
     return describe_violations([(where(problem["loc"]), problem["msg"]) for problem in error.errors()])
 
 
-def json_response(value: BaseModel | list[Todo] | bool) -> Response:
+def json_response(value: BaseModel | Sequence[BaseModel] | bool) -> Response:
+    """A JSON answer; absent optional fields (``parentID`` of a root session) are left out, as upstream."""
     if isinstance(value, BaseModel):
         content = value.model_dump_json(exclude_none=True)
     elif isinstance(value, bool):
         content = "true" if value else "false"
     else:
-        content = _TODO_LIST.dump_json(value).decode()
+        content = "[" + ",".join(item.model_dump_json(exclude_none=True) for item in value) + "]"
     return Response(content, media_type="application/json")
 
 
 def frame(event: BaseModel) -> bytes:
     """One SSE frame, LF only, with no ``event:``/``id:`` lines (what OpenCode clients parse)."""
-    return b"data: " + event.model_dump_json().encode() + b"\n\n"
+    return b"data: " + event.model_dump_json(exclude_none=True).encode() + b"\n\n"
 
 
 Handler = Callable[[Any, Request], Awaitable[Response]]
@@ -124,37 +152,42 @@ def _answering_service_errors(handler: Handler) -> Handler:
 
 
 class EventStream:
-    """The ``/event`` answer: ``server.connected``, the followed lists, each change, heartbeats.
+    """An event stream answer: ``server.connected``, then live events and heartbeats.
 
-    The subscription is opened inside the response, so an unknown ``sessionID`` still
-    gets a 404, and it closes as soon as the client disconnects.
+    The subscription is taken before the first byte is sent, so ``server.connected`` means
+    "every later event reaches you"; it closes as soon as the client disconnects.
     """
 
-    def __init__(self, bridge: TodoBridge, session_id: str | None, heartbeat_interval: float) -> None:
+    def __init__(
+        self,
+        bridge: TodoBridge,
+        heartbeat_interval: float,
+        frame: Callable[[BusEvent | ServerConnected | ServerHeartbeat], bytes],
+        *,
+        directory: str | None,
+        session_id: str | None = None,
+    ) -> None:
         self._bridge = bridge
-        self._session_id = session_id
         self._heartbeat_interval = heartbeat_interval
+        self._frame = frame
+        self._directory = directory
+        self._session_id = session_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with AsyncExitStack() as stack:
-            try:
-                subscription = await stack.enter_async_context(self._bridge.subscribe(self._session_id))
-            except ServiceError as error:
-                await service_error_response(error, self._session_id or "")(scope, receive, send)
-                return
+        with self._bridge.subscribe(self._directory, self._session_id) as subscription:
             async with asyncio.TaskGroup() as tasks:
                 streaming = tasks.create_task(self._stream(subscription, send))
                 listening = tasks.create_task(_until_disconnected(receive))
                 listening.add_done_callback(lambda _: streaming.cancel())
                 streaming.add_done_callback(lambda _: listening.cancel())
 
-    async def _stream(self, subscription: Subscription, send: Send) -> None:
+    async def _stream(self, subscription: Subscription[BusEvent], send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        await send({"type": "http.response.body", "body": frame(ServerConnected()), "more_body": True})
+        await send({"type": "http.response.body", "body": self._frame(ServerConnected()), "more_body": True})
         loop = asyncio.get_running_loop()
         next_heartbeat = loop.time() + self._heartbeat_interval
         while True:
-            event: TodoUpdated | ServerHeartbeat | None
+            event: BusEvent | ServerHeartbeat | None
             try:
                 async with asyncio.timeout_at(next_heartbeat):
                     event = await subscription.receive()
@@ -164,7 +197,14 @@ class EventStream:
             if event is None:  # the bridge closed: end the stream cleanly
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            await send({"type": "http.response.body", "body": frame(event), "more_body": True})
+            await send({"type": "http.response.body", "body": self._frame(event), "more_body": True})
+
+
+def global_frame(event: BusEvent | ServerConnected | ServerHeartbeat) -> bytes:
+    """A ``/global/event`` frame: the event in upstream's envelope with its directory and project."""
+    if isinstance(event, ServerConnected | ServerHeartbeat):
+        return frame(GlobalEvent(payload=event))
+    return frame(GlobalEvent(directory=event.directory, project=event.project, payload=event))
 
 
 async def _until_disconnected(receive: Receive) -> None:
@@ -173,37 +213,80 @@ async def _until_disconnected(receive: Receive) -> None:
 
 
 class OpenCodeRoutes:
-    """OpenCode's session-todo routes over one ``TodoBridge``."""
+    """OpenCode's session and todo routes over one ``TodoBridge``."""
 
-    def __init__(self, bridge: TodoBridge, heartbeat_interval: float) -> None:
+    def __init__(self, bridge: TodoBridge, heartbeat_interval: float, max_body_bytes: int) -> None:
         self._bridge = bridge
         self._heartbeat_interval = heartbeat_interval
+        self._max_body_bytes = max_body_bytes
 
     def routes(self) -> list[Route]:
         return [
             Route("/event", self.events, methods=["GET"]),
+            Route("/global/event", self.global_events, methods=["GET"]),
+            Route("/session", self.list_sessions, methods=["GET"]),
             Route("/session", self.create_session, methods=["POST"]),
+            Route("/session/{session_id}", self.get_session, methods=["GET"]),
+            Route("/session/{session_id}", self.update_session, methods=["PATCH"]),
             Route("/session/{session_id}", self.delete_session, methods=["DELETE"]),
             Route("/session/{session_id}/todo", self.get_todos, methods=["GET"]),
             Route("/session/{session_id}/todo", self.put_todos, methods=["PUT"]),
         ]
 
+    def _directory(self, request: Request) -> str:
+        """The instance a request is for: ``?directory=``, the ``x-opencode-directory`` header, or ours."""
+        directory = request.query_params.get("directory") or unquote(request.headers.get("x-opencode-directory", ""))
+        return directory or self._bridge.directory
+
+    async def _body(self, request: Request, adapter: TypeAdapter[T], subject: str) -> T | Response:
+        try:
+            return adapter.validate_json(await read_body(request, self._max_body_bytes) or b"{}")
+        except ValidationError as error:
+            return bad_request(validation_message(error, subject), kind="Payload")
+
     async def events(self, request: Request) -> Response | EventStream:
         session_id = request.query_params.get("sessionID")
         if session_id == "":
             return bad_request("sessionID: must not be empty; leave it out to follow every session")
-        return EventStream(self._bridge, session_id, self._heartbeat_interval)
+        if session_id is not None:
+            try:
+                await self._bridge.get_session(session_id)
+            except ServiceError as error:
+                return service_error_response(error, session_id)
+        directory = None if session_id else self._directory(request)
+        return EventStream(self._bridge, self._heartbeat_interval, frame, directory=directory, session_id=session_id)
+
+    async def global_events(self, request: Request) -> EventStream:
+        return EventStream(self._bridge, self._heartbeat_interval, global_frame, directory=None)
+
+    async def list_sessions(self, request: Request) -> Response:
+        return json_response(await self._bridge.list_sessions(self._directory(request)))
 
     async def create_session(self, request: Request) -> Response:
+        body = await self._body(request, _CREATE_SESSION, "body")
+        if isinstance(body, Response):
+            return body
         try:
-            body = _CREATE_SESSION.validate_json(await request.body() or b"{}")
-        except ValidationError as error:
-            return bad_request(validation_message(error, "body"))
-        try:
-            session = await self._bridge.create_session(body.id or "", body.parent_id or "")
+            session = await self._bridge.create_session(
+                body.id or "", body.parent_id or "", title=body.title, directory=self._directory(request)
+            )
         except ServiceError as error:  # NOT_FOUND here is about the parent
             return service_error_response(error, body.parent_id or "")
         return json_response(session)
+
+    @_answering_service_errors
+    async def get_session(self, request: Request) -> Response:
+        return json_response(await self._bridge.get_session(request.path_params["session_id"]))
+
+    @_answering_service_errors
+    async def update_session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        body = await self._body(request, _UPDATE_SESSION, "body")
+        if isinstance(body, Response):
+            return body
+        if body.title is None:
+            return json_response(await self._bridge.get_session(session_id))
+        return json_response(await self._bridge.rename_session(session_id, body.title))
 
     @_answering_service_errors
     async def delete_session(self, request: Request) -> Response:
@@ -218,10 +301,9 @@ class OpenCodeRoutes:
 
     @_answering_service_errors
     async def put_todos(self, request: Request) -> Response:
-        try:
-            todos = _TODO_LIST.validate_json(await request.body())
-        except ValidationError as error:
-            return bad_request(validation_message(error, "todos"))
+        todos = await self._body(request, _TODO_LIST, "todos")
+        if isinstance(todos, Response):
+            return todos
         return json_response(await self._bridge.write_todos(request.path_params["session_id"], todos))
 
 
@@ -236,23 +318,50 @@ async def _http_error(request: Request, error: Exception) -> Response:
     return error_response(error.status_code, "BadRequest" if error.status_code == 400 else "UnknownError", error.detail)
 
 
+async def _body_too_large(request: Request, error: Exception) -> Response:
+    return error_response(413, "PayloadTooLargeError", str(error))
+
+
 async def _unexpected_error(request: Request, error: Exception) -> Response:
     log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=error)
     return error_response(500, "UnknownError", f"{type(error).__name__}: {error}")
 
 
+class _NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every answer but an unexpected 500 (OpenCode: on ``/event``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), NOSNIFF]}
+            await send(message)
+
+        await self._app(scope, receive, sending)
+
+
 def create_app(
-    bridge: TodoBridge, *, heartbeat_interval: float = 10.0, metrics: SidecarMetrics | None = None
+    bridge: TodoBridge,
+    *,
+    heartbeat_interval: float = 10.0,
+    max_body_bytes: int = 4 * 1024 * 1024,
+    metrics: SidecarMetrics | None = None,
 ) -> Starlette:
     """The sidecar's ASGI app; the bridge (and so the service connection) is injected. With ``metrics``,
     requests are counted and timed, and ``GET /metrics`` serves them."""
-    routes = OpenCodeRoutes(bridge, heartbeat_interval).routes()
-    middleware: list[Middleware] = []
+    routes = OpenCodeRoutes(bridge, heartbeat_interval, max_body_bytes).routes()
+    middleware = [Middleware(_NoSniff)]
     if metrics is not None:
         routes.append(metrics.route())
         middleware.append(Middleware(MetricsMiddleware, metrics=metrics, routes=routes))
     return Starlette(
         routes=routes,
         middleware=middleware,
-        exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            _BodyTooLarge: _body_too_large,
+            Exception: _unexpected_error,
+        },
     )

@@ -1,331 +1,325 @@
-"""TodoBridge: sessiontodo's per-session lists as OpenCode todo calls and ``todo.updated`` events.
+"""TodoBridge: sessiontodo's sessions and lists as OpenCode sessions, todos and bus events.
 
-An OpenCode-compatible server embeds one bridge over an injected ``TodoClient``: it
-reports its session lifecycle (created, deleted), reads and writes lists, and forwards
-the bridge's events to its own bus. The bridge owns exactly one WatchTodos per known
-session and fans each change out to every subscription that follows that session,
-through a bounded buffer per subscription, so one slow consumer never delays the others.
+An OpenCode-compatible server embeds one bridge over an injected ``TodoClient``. The bridge
+follows ONE server-wide ``WatchChanges`` feed (never a watch per session): its snapshot
+gives the current sessions, and every later change becomes an OpenCode event
+(``session.created`` / ``session.updated`` / ``session.deleted`` with the full Session,
+``todo.updated`` with the full list), whichever client of the service made it. Events go
+through ``fanout`` to subscribers, each through its own bounded buffer.
 
-A session becomes known when it is created, read or written through the bridge, or
-when a subscription names it; it is forgotten when it is removed (through the bridge
-or any other client of the service).
+Calls that change something answer once the feed has delivered their change, so the event
+is already in every subscription's buffer when the HTTP answer leaves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import grpc
 
-from sessiontodo_client import ChangeKind, NotFound, ServiceError, TodoClient, Unavailable, WatchEvent
-from sessiontodo_opencode.models import SessionInfo, Todo, TodoUpdated
-from sessiontodo_opencode.translate import session_info, todo_to_service, todo_updated, todos_from_service
+from sessiontodo_client import ChangeKind, FeedEvent, NotFound, ServiceError, TodoClient
+from sessiontodo_client import Session as ServiceSession
+from sessiontodo_client import Todo as ServiceTodo
+from sessiontodo_opencode.fanout import FanOut, Subscription
+from sessiontodo_opencode.models import (
+    BusEvent,
+    Session,
+    SessionCreated,
+    SessionDeleted,
+    SessionProperties,
+    SessionUpdated,
+    Todo,
+    TodoUpdated,
+)
+from sessiontodo_opencode.translate import (
+    DIRECTORY,
+    PROJECT,
+    TITLE,
+    milliseconds,
+    session_info,
+    todo_to_service,
+    todo_updated,
+    todos_from_service,
+)
 
 log = logging.getLogger(__name__)
 
-
-class _SessionWatch:
-    """The one WatchTodos of a session, and the latest list it delivered."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.latest: TodoUpdated | None = None
-        self.revision = -1
-        self.error: ServiceError | None = None
-        """Why the watch could not start (NOT_FOUND for an unknown session)."""
-        self.announced_removal = False
-        self.ready = asyncio.Event()
-        """Set once the first snapshot arrived, or the watch ended without one."""
-        self.ended = asyncio.Event()
-        self._progressed = asyncio.Event()
-
-    def advance(self, event: WatchEvent) -> TodoUpdated:
-        self.latest = todo_updated(self.session_id, event.todos)
-        self.revision = event.revision
-        self._wake()
-        return self.latest
-
-    def end(self) -> None:
-        self.ready.set()
-        self.ended.set()
-        self._wake()
-
-    def _wake(self) -> None:
-        self._progressed.set()
-        self._progressed = asyncio.Event()
-
-    async def reached(self, revision: int) -> None:
-        """Return once the watch has delivered ``revision``, or has ended."""
-        while self.revision < revision and not self.ended.is_set():
-            await self._progressed.wait()
-
-
-class Subscription:
-    """One consumer's ``todo.updated`` events: the current list of every followed session, then each change.
-
-    Starting with the current lists makes read-then-subscribe race-free: a change made
-    between a client's read and its subscription is already in the first events. When
-    more than ``capacity`` events wait unread, the buffer collapses to the latest list
-    per session (every event is a full list, so nothing is lost but intermediate
-    states); memory stays bounded by the number of sessions, never by the change rate.
-    """
-
-    def __init__(self, session_id: str | None, capacity: int) -> None:
-        self.session_id = session_id
-        self._capacity = capacity
-        self._pending: deque[TodoUpdated] = deque()
-        self._collapsed: dict[str, TodoUpdated] | None = None
-        self._wakeup = asyncio.Event()
-        self._closed = False
-        self.collapse_count = 0
-        """How many times this subscriber fell behind and was caught up with latest lists."""
-
-    @property
-    def buffered(self) -> int:
-        return len(self._pending) + len(self._collapsed or ())
-
-    def follows(self, session_id: str) -> bool:
-        return self.session_id is None or self.session_id == session_id
-
-    def push(self, event: TodoUpdated) -> None:
-        if self._collapsed is None and len(self._pending) >= self._capacity:
-            self._collapsed = {pending.session_id: pending for pending in self._pending}
-            self._pending.clear()
-            self.collapse_count += 1
-        if self._collapsed is not None:
-            self._collapsed.pop(event.session_id, None)
-            self._collapsed[event.session_id] = event
-        else:
-            self._pending.append(event)
-        self._wakeup.set()
-
-    def close(self) -> None:
-        self._closed = True
-        self._wakeup.set()
-
-    async def receive(self) -> TodoUpdated | None:
-        """The next event, or None once the bridge has closed."""
-        while True:
-            if self._closed:
-                return None
-            if self._pending:
-                return self._pending.popleft()
-            if self._collapsed:
-                return self._collapsed.pop(next(iter(self._collapsed)))
-            self._collapsed = None
-            self._wakeup.clear()
-            await self._wakeup.wait()
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> TodoUpdated:
-        event = await self.receive()
-        if event is None:
-            raise StopAsyncIteration
-        return event
+GLOBAL_SESSION_ID = "sessiontodo:global"
+"""The service's sessionless list: not an OpenCode session."""
+ORIGIN = "opencode-sidecar"
+"""The origin of the bridge's writes, as the service's watchers see it."""
+RETRY_DELAY = 1.0
+"""Seconds before the feed is opened again after an unexpected error."""
 
 
 class TodoBridge:
-    """Session lifecycle, lists and events of OpenCode, backed by one sessiontodo service.
+    """Sessions, lists and events of OpenCode, backed by one sessiontodo service.
 
-    Use as ``async with TodoBridge(client) as bridge``; closing cancels every watch and
-    ends every subscription. ``ready_timeout`` bounds how long a call waits for a new
-    session's watch to start (and for a write's event to be published).
+    ``directory`` and ``project`` are this instance's (sessions without those labels belong
+    to it, as upstream's ``/event`` belongs to the directory it serves). Use as
+    ``async with TodoBridge(client, …) as bridge`` (or ``start()`` / ``aclose()``).
     """
 
-    def __init__(self, client: TodoClient, *, subscriber_buffer: int = 1024, ready_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: TodoClient,
+        *,
+        directory: str,
+        project: str = "global",
+        version: str = "sessiontodo",
+        subscriber_buffer: int = 1024,
+        catch_up_window: float = 2.0,
+        ready_timeout: float = 10.0,
+    ) -> None:
         self._client = client
-        self._subscriber_buffer = subscriber_buffer
+        self.directory = directory
+        self.project = project
+        self._version = version
         self._ready_timeout = ready_timeout
-        self._watches: dict[str, _SessionWatch] = {}
-        self._followers: dict[str | None, set[Subscription]] = {}
-        """Subscriptions by the session they follow; None: every session."""
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+        self._fan_out = FanOut[BusEvent](subscriber_buffer=subscriber_buffer, catch_up_window=catch_up_window)
+        self._sessions: dict[str, ServiceSession] = {}
+        """Every session as the feed last reported it."""
+        self._loaded = asyncio.Event()
+        self._progressed = asyncio.Event()
+        self._following: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> TodoBridge:
+        await self.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    async def start(self) -> None:
+        """Open the feed and wait (at most ``ready_timeout``) for its snapshot of every session."""
+        self._following = asyncio.get_running_loop().create_task(self._follow())
+        try:
+            await asyncio.wait_for(self._loaded.wait(), self._ready_timeout)
+        except TimeoutError:
+            log.warning("the sessiontodo feed has not delivered its snapshot yet; serving meanwhile")
+
     async def aclose(self) -> None:
-        self._closed = True
-        for followers in self._followers.values():
-            for subscription in followers:
-                subscription.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._fan_out.close()
+        if self._following is not None:
+            self._following.cancel()
+            await asyncio.gather(self._following, return_exceptions=True)
 
     @property
     def subscriber_count(self) -> int:
-        return sum(len(followers) for followers in self._followers.values())
+        return self._fan_out.subscriber_count
 
     @property
-    def watched_sessions(self) -> list[str]:
-        return sorted(self._watches)
+    def session_count(self) -> int:
+        return len(self._sessions)
 
-    # Session lifecycle
+    # Sessions
 
-    async def create_session(self, session_id: str = "", parent_id: str = "") -> SessionInfo:
-        """Create the session (or get the existing one) and start following it; empty id: generated."""
-        session, _ = await self._client.create_session(session_id, parent_id)
-        await self._watched(session.session_id)
-        return session_info(session)
+    def info(self, session: ServiceSession) -> Session:
+        return session_info(
+            session, default_directory=self.directory, default_project=self.project, version=self._version
+        )
+
+    def directory_of(self, session: ServiceSession) -> str:
+        return session.labels.get(DIRECTORY) or self.directory
+
+    async def create_session(
+        self, session_id: str = "", parent_id: str = "", *, title: str | None = None, directory: str | None = None
+    ) -> Session:
+        """Create the session (or get the existing one); an empty id is generated."""
+        labels = {DIRECTORY: directory or self.directory, PROJECT: self.project} | ({TITLE: title} if title else {})
+        session, _ = await self._client.create_session(session_id, parent_id, labels=labels, origin=ORIGIN)
+        await self._delivered(session.session_id, session.revision)
+        return self.info(session)
+
+    async def get_session(self, session_id: str) -> Session:
+        """Raises ``NotFound`` for an unknown session."""
+        return self.info(await self._client.get_session(self._opencode_id(session_id)))
+
+    async def list_sessions(self, directory: str | None = None) -> list[Session]:
+        """Every session of ``directory`` (None: of every directory), most recently updated first."""
+        sessions = [
+            session
+            for session in await self._client.list_sessions()
+            if session.session_id != GLOBAL_SESSION_ID and directory in (None, self.directory_of(session))
+        ]
+        sessions.sort(key=lambda session: milliseconds(session.updated_at), reverse=True)
+        return [self.info(session) for session in sessions]
+
+    async def rename_session(self, session_id: str, title: str) -> Session:
+        """Set the title; upstream answers (and publishes ``session.updated``) even when nothing changed."""
+        session, changed = await self._client.update_session(
+            self._opencode_id(session_id), labels={TITLE: title}, origin=ORIGIN
+        )
+        if changed:
+            await self._delivered(session_id, session.revision)
+        else:
+            self._publish(self._session_event(SessionUpdated, session))
+        return self.info(session)
 
     async def delete_session(self, session_id: str) -> bool:
-        """Remove the session and its children; each gets a final ``todo.updated`` with ``[]``.
-
-        Returns False if the session did not exist. When this returns, the final events
-        are in every subscription's buffer.
-        """
-        watches = dict(self._watches)  # a watch may announce its removal and go before the call returns
-        removed = await self._client.remove_session(session_id)
-        for removed_id in removed:
-            watch = watches.get(removed_id) or self._watches.get(removed_id)
-            if watch is not None:
-                try:
-                    await asyncio.wait_for(watch.ended.wait(), self._ready_timeout)
-                except TimeoutError:
-                    log.warning("watch of removed session %s did not end in time", removed_id)
-            if watch is None or not watch.announced_removal:
-                self._publish(todo_updated(removed_id, []))
+        """Remove the session and its children (``session.deleted`` for each); False if it did not exist."""
+        removed = await self._client.remove_session(self._opencode_id(session_id))
+        await self._until(lambda: not any(removed_id in self._sessions for removed_id in removed))
         return bool(removed)
-
-    async def watch_session(self, session_id: str) -> None:
-        """Follow the session: from now on each of its changes becomes a ``todo.updated`` event.
-
-        Raises ``NotFound`` for an unknown session.
-        """
-        await self._watched(session_id)
 
     # Lists
 
     async def get_todos(self, session_id: str) -> list[Todo]:
         """The session's list, in order. Raises ``NotFound`` for an unknown session.
 
-        The session is followed first and the answer waits until its watch has delivered
-        the revision read, so events published later are never older than the answer.
+        The answer waits until the feed has delivered the revision read, so events published
+        later are never older than the answer.
         """
-        watch = await self._watched(session_id)
-        todo_list = await self._client.get_todos(session_id)
-        await self._published(watch, todo_list.revision)
+        todo_list = await self._client.get_todos(self._opencode_id(session_id))
+        await self._delivered(session_id, todo_list.revision)
         return todos_from_service(todo_list.todos)
 
     async def write_todos(self, session_id: str, todos: Sequence[Todo]) -> list[Todo]:
         """Replace the session's whole list (OpenCode's ``todowrite``); returns it as stored.
 
-        When this returns, the change's ``todo.updated`` is in every subscription's buffer.
+        Like upstream, a ``todo.updated`` follows every write, also one that changed nothing.
         Raises ``InvalidArgument`` (nothing changed) or ``NotFound``.
         """
-        watch = await self._watched(session_id)  # before writing, so the change arrives as an event
-        todo_list = await self._client.replace_todos(session_id, [todo_to_service(todo) for todo in todos])
-        await self._published(watch, todo_list.revision)
-        return todos_from_service(todo_list.todos)
+        current = await self._client.get_todos(self._opencode_id(session_id))
+        kept = {todo.id: todo.metadata for todo in current.todos}
+        replacement = [todo_to_service(todo, kept.get(todo.id)) for todo in todos]
+        written = await self._client.replace_todos(session_id, replacement, origin=ORIGIN)
+        if written.revision > current.revision:
+            await self._delivered(session_id, written.revision)
+        elif (session := self._sessions.get(session_id)) is not None:
+            self._publish(self._todos_event(session, written.todos))
+        return todos_from_service(written.todos)
 
     # Events
 
-    @asynccontextmanager
-    async def subscribe(self, session_id: str | None = None) -> AsyncIterator[Subscription]:
-        """Events of one session, or of every known session when ``session_id`` is None.
+    @contextmanager
+    def subscribe(
+        self, directory: str | None = None, session_id: str | None = None
+    ) -> Iterator[Subscription[BusEvent]]:
+        """Events of the sessions of ``directory`` (None: every directory), or of one session.
 
-        Raises ``NotFound`` for an unknown session and ``Unavailable`` once the bridge is closed.
+        No replay of the past but the changes of the catch-up window (see ``fanout``); once
+        the bridge is closed, subscriptions end at once.
         """
-        if session_id is not None:
-            await self._watched(session_id)
-        if self._closed:
-            raise _closed_error()
-        # No await from here to registration: the current lists and the live changes meet exactly.
-        subscription = Subscription(session_id, self._subscriber_buffer)
-        for watch in self._watches.values():
-            if watch.latest is not None and subscription.follows(watch.session_id):
-                subscription.push(watch.latest)
-        self._followers.setdefault(session_id, set()).add(subscription)
-        try:
+
+        def follows(event: BusEvent) -> bool:
+            return directory in (None, event.directory) and session_id in (None, event.session_id)
+
+        with self._fan_out.subscribe(follows) as subscription:
             yield subscription
-        finally:
-            followers = self._followers[session_id]
-            followers.discard(subscription)
-            if not followers:
-                del self._followers[session_id]
 
-    def _publish(self, event: TodoUpdated) -> None:
-        for followed in (event.session_id, None):
-            for subscription in self._followers.get(followed, ()):
-                subscription.push(event)
+    def _publish(self, event: BusEvent) -> None:
+        self._fan_out.publish(event)
 
-    # Watches
+    def _session_event(
+        self, kind: type[SessionCreated | SessionUpdated | SessionDeleted], session: ServiceSession
+    ) -> BusEvent:
+        properties = SessionProperties(sessionID=session.session_id, info=self.info(session))
+        return kind(properties=properties, directory=self.directory_of(session), project=self._project_of(session))
 
-    async def _watched(self, session_id: str) -> _SessionWatch:
-        if self._closed:
-            raise _closed_error()
-        watch = self._watches.get(session_id)
-        if watch is None:
-            watch = self._watches[session_id] = _SessionWatch(session_id)
-            self._own(self._follow(watch))
-        await watch.ready.wait()
-        if watch.error is not None:
-            raise watch.error
-        return watch
+    def _todos_event(self, session: ServiceSession, todos: Iterable[ServiceTodo]) -> TodoUpdated:
+        return todo_updated(session.session_id, todos, self.directory_of(session), self._project_of(session))
 
-    async def _published(self, watch: _SessionWatch, revision: int) -> None:
+    def _project_of(self, session: ServiceSession) -> str:
+        return session.labels.get(PROJECT) or self.project
+
+    # The feed
+
+    async def _follow(self) -> None:
+        """Apply the feed for as long as the bridge runs; the client resumes it across reconnects."""
+        while True:
+            try:
+                await self._apply_feed()
+            except ServiceError as error:
+                log.warning("the sessiontodo feed failed (%s); opening it again", error)
+                await asyncio.sleep(RETRY_DELAY)
+
+    async def _apply_feed(self) -> None:
+        before_reset: dict[str, ServiceSession] | None = None
+        snapshot: dict[str, FeedEvent] = {}
+        feed = self._client.watch_changes(include_snapshot=True, include_progress=True)
         try:
-            await asyncio.wait_for(watch.reached(revision), self._ready_timeout)
-        except TimeoutError:
-            log.warning("watch of %s has not delivered revision %d yet", watch.session_id, revision)
+            async for event in feed:
+                if event.session_id == GLOBAL_SESSION_ID:
+                    continue
+                if event.kind is ChangeKind.RESET:
+                    before_reset = self._sessions if before_reset is None else before_reset
+                    self._sessions, snapshot = {}, {}
+                elif event.kind is ChangeKind.SNAPSHOT:
+                    assert event.session is not None
+                    self._sessions[event.session_id] = event.session
+                    snapshot[event.session_id] = event
+                elif event.kind is ChangeKind.PROGRESS:
+                    if before_reset is not None:
+                        self._publish_resync(before_reset, snapshot)
+                        before_reset = None
+                    snapshot = {}
+                    self._loaded.set()
+                else:
+                    self._apply_change(event)
+                self._wake()
+        finally:
+            await feed.aclose()
 
-    def _own(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _apply_change(self, event: FeedEvent) -> None:
+        if event.kind is ChangeKind.SESSION_REMOVED:
+            known = self._sessions.pop(event.session_id, None) or event.session
+            if known is not None:
+                self._publish(self._session_event(SessionDeleted, known))
+                if known.todo_count:  # an extension: clears panels that ignore session.deleted
+                    self._publish(self._todos_event(known, []))
+            return
+        session = event.session
+        assert session is not None
+        self._sessions[event.session_id] = session
+        if event.kind is ChangeKind.SESSION_CREATED:
+            self._publish(self._session_event(SessionCreated, session))
+        elif event.kind is ChangeKind.SESSION_UPDATED:
+            self._publish(self._session_event(SessionUpdated, session))
+        else:
+            self._publish(self._todos_event(session, event.todos))
 
-    async def _follow(self, watch: _SessionWatch) -> None:
-        """Run the session's watch until it is removed, publishing each change as a full list."""
-        events = self._client.watch(watch.session_id)
+    def _publish_resync(self, before: dict[str, ServiceSession], snapshot: dict[str, FeedEvent]) -> None:
+        """After the feed started over: the events that turn what subscribers saw into what is."""
+        for session_id, gone in before.items():
+            if session_id not in self._sessions:
+                self._publish(self._session_event(SessionDeleted, gone))
+        for session_id, event in snapshot.items():
+            session = self._sessions[session_id]
+            old = before.get(session_id)
+            if old is None:
+                self._publish(self._session_event(SessionCreated, session))
+            elif old.labels != session.labels:
+                self._publish(self._session_event(SessionUpdated, session))
+            if old is None or old.revision != session.revision:
+                self._publish(self._todos_event(session, event.todos))
+
+    def _wake(self) -> None:
+        self._progressed.set()
+        self._progressed = asyncio.Event()
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait (at most ``ready_timeout``) until the feed's state satisfies ``condition``."""
         try:
             async with asyncio.timeout(self._ready_timeout):
-                snapshot = await anext(events, None)
-            if snapshot is None:
-                raise Unavailable(grpc.StatusCode.UNAVAILABLE, f"the watch of session {watch.session_id} ended at once")
-            watch.advance(snapshot)  # the current state, not a change: subscriptions start from it
-            watch.ready.set()
-            async for event in events:
-                if event.kind is ChangeKind.SESSION_REMOVED:
-                    self._announce_removal(watch)
-                    return
-                self._publish(watch.advance(event))
-            log.warning("watch of session %s ended without its removal", watch.session_id)
-        except NotFound as error:
-            if watch.ready.is_set():  # removed while the watch was reconnecting
-                self._announce_removal(watch)
-            else:
-                watch.error = error
+                while not condition():
+                    await self._progressed.wait()
         except TimeoutError:
-            watch.error = Unavailable(
-                grpc.StatusCode.UNAVAILABLE, f"the watch of session {watch.session_id} did not start"
-            )
-        except ServiceError as error:
-            log.warning("watch of session %s failed: %s", watch.session_id, error)
-            watch.error = error
-        finally:
-            await events.aclose()
-            if not watch.ready.is_set() and watch.error is None:  # cancelled by aclose() while starting
-                watch.error = _closed_error()
-            if self._watches.get(watch.session_id) is watch:
-                del self._watches[watch.session_id]
-            watch.end()
+            log.warning("the sessiontodo feed has not delivered a change in %.1fs", self._ready_timeout)
 
-    def _announce_removal(self, watch: _SessionWatch) -> None:
-        watch.announced_removal = True
-        self._publish(todo_updated(watch.session_id, []))
+    async def _delivered(self, session_id: str, revision: int) -> None:
+        def reached() -> bool:
+            session = self._sessions.get(session_id)
+            return session is not None and session.revision >= revision
 
+        await self._until(reached)
 
-def _closed_error() -> Unavailable:
-    return Unavailable(grpc.StatusCode.UNAVAILABLE, "the OpenCode bridge is shutting down")
+    @staticmethod
+    def _opencode_id(session_id: str) -> str:
+        """The id, unless it is the service's global list (no OpenCode session): then NotFound."""
+        if session_id == GLOBAL_SESSION_ID:
+            raise NotFound(grpc.StatusCode.NOT_FOUND, f"Session not found: {session_id}")
+        return session_id

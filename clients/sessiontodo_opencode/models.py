@@ -1,7 +1,7 @@
-"""OpenCode's wire types for todos, sessions, errors and the event stream.
+"""OpenCode's wire types for todos, sessions, errors and the event streams.
 
-Field names are OpenCode's (``sessionID``, ``parentID``): Python code uses snake_case
-attributes, JSON always carries the aliases.
+Field names are OpenCode's (``sessionID``, ``parentID``, ``projectID``): Python code uses
+snake_case attributes, JSON always carries the aliases.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]
-TodoPriority = Literal["high", "medium", "low"]
+KNOWN_STATUSES = ("pending", "in_progress", "completed", "cancelled")
+"""The statuses every OpenCode UI knows; others are stored and returned as given."""
+KNOWN_PRIORITIES = ("high", "medium", "low")
 
 
 def new_event_id() -> str:
@@ -29,7 +30,8 @@ class Todo(_Wire):
     """One entry of a session's list, as OpenCode's ``Todo``.
 
     Every listed todo has an ``id`` (the default SDK client's type requires it); on writes
-    an empty ``id`` asks for a generated one. Unknown fields are rejected, so a misspelt
+    an empty ``id`` asks for a generated one. ``status`` and ``priority`` are any non-empty
+    strings, as upstream stores them. Unknown fields are rejected, so a misspelt
     ``priorty`` is an error instead of a silent default.
     """
 
@@ -37,24 +39,66 @@ class Todo(_Wire):
 
     id: str = ""
     content: str
-    status: TodoStatus
-    priority: TodoPriority
+    status: Annotated[str, Field(min_length=1, max_length=64)]
+    priority: Annotated[str, Field(min_length=1, max_length=64)]
 
 
-class SessionInfo(_Wire):
-    """A session as ``POST /session`` returns it; ``parentID`` only for child sessions."""
+class Tokens(_Wire):
+    class Cache(_Wire):
+        read: int = 0
+        write: int = 0
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache: Cache = Cache()
+
+
+class SessionTime(_Wire):
+    created: int
+    """Milliseconds since the epoch, as OpenCode's ``Date.now()``."""
+    updated: int
+
+
+class Session(_Wire):
+    """OpenCode's ``Session``: what ``POST/GET /session`` answer and session events carry.
+
+    Built from a sessiontodo session: title, directory, project and slug are its labels; the
+    times are its own. Cost and tokens are zero: the sidecar runs no model.
+    """
 
     id: str
+    slug: str
+    project_id: str = Field(alias="projectID")
+    directory: str
+    path: str = ""
     parent_id: str | None = Field(None, alias="parentID")
+    cost: int | float = 0
+    tokens: Tokens = Tokens()
+    title: str
+    version: str
+    time: SessionTime
 
 
 class CreateSessionBody(_Wire):
-    """The body of ``POST /session``. OpenCode's other fields (title, agent, model…) are ignored."""
+    """The body of ``POST /session``; OpenCode's other fields (agent, model, permission…) are ignored.
+
+    ``id`` is an extension (upstream always generates one).
+    """
 
     model_config = ConfigDict(extra="ignore")
 
     id: str | None = None
     parent_id: str | None = Field(None, alias="parentID")
+    title: str | None = None
+
+
+class UpdateSessionBody(_Wire):
+    """The body of ``PATCH /session/{id}``: the title; OpenCode's other fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    title: str | None = None
 
 
 class TodoUpdatedProperties(_Wire):
@@ -62,10 +106,26 @@ class TodoUpdatedProperties(_Wire):
     todos: list[Todo]
 
 
-class TodoUpdated(_Wire):
-    """``todo.updated``: one session's full list after a change; ``[]`` means cleared or deleted."""
+class SessionProperties(_Wire):
+    session_id: str = Field(alias="sessionID")
+    info: Session
+
+
+class EmptyProperties(_Wire):
+    pass
+
+
+class _BusEvent(_Wire):
+    """An event about one session. ``directory`` scopes it (``/event?directory=``) and is not sent."""
 
     id: str = Field(default_factory=new_event_id)
+    directory: str = Field("", exclude=True)
+    project: str = Field("", exclude=True)
+
+
+class TodoUpdated(_BusEvent):
+    """``todo.updated``: one session's full list after a change; ``[]`` means cleared."""
+
     type: Literal["todo.updated"] = "todo.updated"
     properties: TodoUpdatedProperties
 
@@ -74,12 +134,33 @@ class TodoUpdated(_Wire):
         return self.properties.session_id
 
 
-class EmptyProperties(_Wire):
-    pass
+class _SessionEvent(_BusEvent):
+    type: str  # each subclass narrows it; declared here so that JSON reads id, type, properties
+    properties: SessionProperties
+
+    @property
+    def session_id(self) -> str:
+        return self.properties.session_id
+
+
+class SessionCreated(_SessionEvent):
+    type: Literal["session.created"] = "session.created"
+
+
+class SessionUpdated(_SessionEvent):
+    type: Literal["session.updated"] = "session.updated"
+
+
+class SessionDeleted(_SessionEvent):
+    type: Literal["session.deleted"] = "session.deleted"
+
+
+BusEvent = TodoUpdated | SessionCreated | SessionUpdated | SessionDeleted
+"""Every event about a session that ``/event`` and ``/global/event`` carry."""
 
 
 class ServerConnected(_Wire):
-    """The first frame of every ``/event`` stream."""
+    """The first frame of every event stream."""
 
     id: str = Field(default_factory=new_event_id)
     type: Literal["server.connected"] = "server.connected"
@@ -94,12 +175,28 @@ class ServerHeartbeat(_Wire):
     properties: EmptyProperties = EmptyProperties()
 
 
-Event = Annotated[TodoUpdated | ServerConnected | ServerHeartbeat, Field(discriminator="type")]
+Event = Annotated[
+    TodoUpdated | SessionCreated | SessionUpdated | SessionDeleted | ServerConnected | ServerHeartbeat,
+    Field(discriminator="type"),
+]
 """Every envelope the ``/event`` stream carries."""
+
+
+class GlobalEvent(_Wire):
+    """A ``/global/event`` frame: the event with the directory and project it belongs to.
+
+    Server events (``server.connected``, ``server.heartbeat``) carry only the payload.
+    """
+
+    directory: str | None = None
+    project: str | None = None
+    payload: Event
 
 
 class ErrorData(_Wire):
     message: str
+    kind: str | None = None
+    """Where a 400's problem is (``Payload``: the body), as upstream's BadRequest says."""
 
 
 class ErrorBody(_Wire):

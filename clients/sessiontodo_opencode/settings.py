@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -14,6 +16,12 @@ class Settings(BaseSettings):
     )
 
     sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
+    directory: str = Field(
+        default_factory=os.getcwd,
+        description="The directory this instance serves, as OpenCode's: sessions without a directory label "
+        "belong to it, and /event without ?directory= carries them. Default: the working directory.",
+    )
+    project: str = Field("global", description="The projectID of sessions without a project label.")
     host: str = Field("127.0.0.1", description="Address to serve OpenCode's HTTP routes on.")
     port: int = Field(4096, ge=0, le=65535, description="Port to serve on (OpenCode's default); 0 picks a free one.")
     heartbeat_interval: float = Field(10.0, gt=0, description="Seconds between server.heartbeat frames on /event.")
@@ -22,9 +30,30 @@ class Settings(BaseSettings):
         ge=1,
         description="Unread events kept per /event client before they collapse to the latest list per session.",
     )
+    catch_up_window: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds of recent changes a new /event client receives first (each session's latest list), "
+        "so a client that read a list just before subscribing misses nothing.",
+    )
     ready_timeout: float = Field(
         10.0, gt=0, description="Seconds a call waits for a session's watch to start or to deliver a write."
+    )
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body accepted; a larger one is answered 413."
     )
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
     metrics: bool = Field(False, description="Count and time HTTP requests and serve them at GET /metrics.")
+
+
+class MirrorSettings(BaseSettings):
+    """The mirror's knobs: flags win over ``SESSIONTODO_OPENCODE_MIRROR_*`` variables, which win over defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONTODO_OPENCODE_MIRROR_", cli_kebab_case=True, cli_prog_name="sessiontodo-opencode-mirror"
+    )
+
+    opencode: str = Field(description="Base URL of the OpenCode server to follow, e.g. http://127.0.0.1:4096.")
+    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
+    log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")

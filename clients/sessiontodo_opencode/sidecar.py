@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 
 import uvicorn
 
@@ -47,23 +47,41 @@ class RunningSidecar:
 
 async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
-    bridge = TodoBridge(client, subscriber_buffer=settings.subscriber_buffer, ready_timeout=settings.ready_timeout)
+    bridge = TodoBridge(
+        client,
+        directory=settings.directory,
+        project=settings.project,
+        version=f"sessiontodo-{version('sessiontodo')}",
+        subscriber_buffer=settings.subscriber_buffer,
+        catch_up_window=settings.catch_up_window,
+        ready_timeout=settings.ready_timeout,
+    )
+    await bridge.start()
     metrics = SidecarMetrics() if settings.metrics else None
-    app = create_app(bridge, heartbeat_interval=settings.heartbeat_interval, metrics=metrics)
+    app = create_app(
+        bridge,
+        heartbeat_interval=settings.heartbeat_interval,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+    )
     config = uvicorn.Config(
         app,
+        host=settings.host,
+        port=settings.port,
         lifespan="off",
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
     )
+    # uvicorn binds the port itself: handed a ready socket, its transports keep Nagle's
+    # algorithm on and every request on a kept-alive connection waits ~40 ms for a delayed ACK.
     server = _Server(config)
-    listener = socket.create_server((settings.host, settings.port))
-    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
+    serving = asyncio.get_running_loop().create_task(server.serve())
     while not server.started:
         if serving.done():
             await bridge.aclose()
             serving.result()
             raise RuntimeError("the sidecar stopped while starting")
         await asyncio.sleep(0.01)
-    return RunningSidecar(server, serving, bridge, settings.host, listener.getsockname()[1])
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return RunningSidecar(server, serving, bridge, settings.host, port)

@@ -1,26 +1,66 @@
 """Pure conversions between sessiontodo's values and OpenCode's.
 
-Status and priority use the same strings on both sides, so a todo crosses unchanged.
+Status and priority: OpenCode's four/three known words are sessiontodo's enum values. Any
+other string (upstream stores what the model wrote) is kept in the todo's metadata under
+``opencode.status`` / ``opencode.priority`` beside the stand-in ``pending`` / ``medium``, and
+comes back as given as long as the stand-in is unchanged (a gRPC writer that sets another
+status has decided).
+
+Sessions: OpenCode's title, directory, project and slug are session labels; the times are
+the session's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
 import sessiontodo_client as service
-from sessiontodo_opencode.models import SessionInfo, Todo, TodoUpdated, TodoUpdatedProperties
+from sessiontodo_opencode.models import (
+    KNOWN_PRIORITIES,
+    KNOWN_STATUSES,
+    Session,
+    SessionTime,
+    Todo,
+    TodoUpdated,
+    TodoUpdatedProperties,
+)
+
+STATUS_KEY = "opencode.status"
+PRIORITY_KEY = "opencode.priority"
+
+TITLE = "title"
+DIRECTORY = "directory"
+PROJECT = "project"
+SLUG = "slug"
+SESSION_LABELS = (TITLE, DIRECTORY, PROJECT, SLUG)
+"""The session labels that hold OpenCode's session fields."""
 
 
 def todo_from_service(todo: service.Todo) -> Todo:
-    return Todo(id=todo.id, content=todo.content, status=todo.status.value, priority=todo.priority.value)
+    status = todo.metadata.get(STATUS_KEY) if todo.status is service.TodoStatus.PENDING else None
+    priority = todo.metadata.get(PRIORITY_KEY) if todo.priority is service.TodoPriority.MEDIUM else None
+    return Todo(
+        id=todo.id, content=todo.content, status=status or todo.status.value, priority=priority or todo.priority.value
+    )
 
 
-def todo_to_service(todo: Todo) -> service.Todo:
+def todo_to_service(todo: Todo, kept: Mapping[str, str] | None = None) -> service.Todo:
+    """The service's todo; ``kept``: metadata of the stored todo with the same id, kept as it was."""
+    metadata = {key: value for key, value in (kept or {}).items() if key not in (STATUS_KEY, PRIORITY_KEY)}
+    if todo.status not in KNOWN_STATUSES:
+        metadata[STATUS_KEY] = todo.status
+    if todo.priority not in KNOWN_PRIORITIES:
+        metadata[PRIORITY_KEY] = todo.priority
     return service.Todo(
         id=todo.id,
         content=todo.content,
-        status=service.TodoStatus(todo.status),
-        priority=service.TodoPriority(todo.priority),
+        status=service.TodoStatus(todo.status) if todo.status in KNOWN_STATUSES else service.TodoStatus.PENDING,
+        priority=(
+            service.TodoPriority(todo.priority) if todo.priority in KNOWN_PRIORITIES else service.TodoPriority.MEDIUM
+        ),
+        metadata=metadata,
     )
 
 
@@ -28,13 +68,45 @@ def todos_from_service(todos: Iterable[service.Todo]) -> list[Todo]:
     return [todo_from_service(todo) for todo in todos]
 
 
-def todo_updated(session_id: str, todos: Iterable[service.Todo]) -> TodoUpdated:
+def todo_updated(session_id: str, todos: Iterable[service.Todo], directory: str = "", project: str = "") -> TodoUpdated:
     """The ``todo.updated`` event carrying one session's full list."""
-    return TodoUpdated(properties=TodoUpdatedProperties(sessionID=session_id, todos=todos_from_service(todos)))
+    properties = TodoUpdatedProperties(sessionID=session_id, todos=todos_from_service(todos))
+    return TodoUpdated(properties=properties, directory=directory, project=project)
 
 
-def session_info(session: service.Session) -> SessionInfo:
-    return SessionInfo(id=session.session_id, parentID=session.parent_id or None)
+def milliseconds(moment: datetime | None) -> int:
+    return int(moment.timestamp() * 1000) if moment else 0
+
+
+def default_title(created: datetime | None, child: bool) -> str:
+    """Upstream's title of a session nobody named: ``New session - 2026-11-30T12:35:51.186Z``."""
+    stamp = (created or datetime.now().astimezone()).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return f"{'Child' if child else 'New'} session - {stamp}"
+
+
+def default_slug(session_id: str) -> str:
+    """A stable ``word-word`` slug derived from the id, for sessions without a ``slug`` label."""
+    digest = hashlib.sha256(session_id.encode()).digest()
+    return f"{_ADJECTIVES[digest[0] % len(_ADJECTIVES)]}-{_NOUNS[digest[1] % len(_NOUNS)]}"
+
+
+_ADJECTIVES = ("brave", "calm", "clever", "eager", "gentle", "happy", "mighty", "proud", "quiet", "shiny", "swift")
+_NOUNS = ("circuit", "comet", "engine", "forest", "harbor", "knight", "orchid", "pixel", "river", "star", "tiger")
+
+
+def session_info(session: service.Session, *, default_directory: str, default_project: str, version: str) -> Session:
+    """OpenCode's Session for a sessiontodo session; missing labels take upstream-like defaults."""
+    labels = session.labels
+    return Session(
+        id=session.session_id,
+        slug=labels.get(SLUG) or default_slug(session.session_id),
+        projectID=labels.get(PROJECT) or default_project,
+        directory=labels.get(DIRECTORY) or default_directory,
+        parentID=session.parent_id or None,
+        title=labels.get(TITLE) or default_title(session.created_at, bool(session.parent_id)),
+        version=version,
+        time=SessionTime(created=milliseconds(session.created_at), updated=milliseconds(session.updated_at)),
+    )
 
 
 def describe_violations(violations: Sequence[tuple[str, str]]) -> str:

@@ -23,6 +23,8 @@ export async function put(id, todos) {
   return JSON.parse(text);
 }
 
+const SKIPPED = new Set(["server.heartbeat", "session.created", "session.updated", "session.deleted", "todo.updated"]);
+
 export function within(promise, what) {
   let timer;
   const timeout = new Promise((_, reject) => {
@@ -33,8 +35,9 @@ export function within(promise, what) {
 
 /**
  * Read an SDK event stream past `server.connected`. `updates(count, ids)` returns the next
- * `count` todo.updated events of the sessions in `ids`: a stream first lists every session
- * the sidecar knows, so other tests' sessions are skipped. `close()` aborts the stream.
+ * `count` todo.updated events of the sessions in `ids` (`ofType(type, count, ids)`: of any
+ * type), skipping heartbeats, other events and other tests' sessions.
+ * `close()` aborts the stream.
  */
 export async function readEvents(stream, controller) {
   const events = stream[Symbol.asyncIterator]();
@@ -43,21 +46,24 @@ export async function readEvents(stream, controller) {
     assert.ok(!done, "the event stream ended");
     return value;
   };
-  const nextUpdate = async () => {
+  const nextOf = async (type) => {
     for (;;) {
       const event = await next();
-      if (event.type === "todo.updated") return event;
-      assert.equal(event.type, "server.heartbeat", JSON.stringify(event));
+      if (event.type === type) return event;
+      assert.ok(SKIPPED.has(event.type), JSON.stringify(event));
     }
   };
-  const updates = async (count, ids) => {
+  const nextUpdate = () => nextOf("todo.updated");
+  /** The next `count` events of `type` about the sessions in `ids`, skipping other tests' sessions. */
+  const ofType = async (type, count, ids) => {
     const received = [];
     while (received.length < count) {
-      const update = await nextUpdate();
-      if (ids.includes(update.properties.sessionID)) received.push(update);
+      const event = await nextOf(type);
+      if (ids.includes(event.properties.sessionID)) received.push(event);
     }
     return received;
   };
+  const updates = (count, ids) => ofType("todo.updated", count, ids);
   try {
     const first = await next();
     assert.equal(first.type, "server.connected");
@@ -66,7 +72,7 @@ export async function readEvents(stream, controller) {
     controller.abort(); // an open stream would keep the test process alive
     throw error;
   }
-  return { next, nextUpdate, updates, close: () => controller.abort() };
+  return { next, nextUpdate, updates, ofType, close: () => controller.abort() };
 }
 
 /** The lists `put` writes in `writes(id)`: n todos named `<id>-0 … <id>-(n-1)`, for n = 1..5. */

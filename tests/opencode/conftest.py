@@ -27,6 +27,7 @@ async def launch_sidecar(server: RunningServer) -> AsyncIterator[Callable[..., A
             "host": "127.0.0.1",
             "port": 0,
             "heartbeat_interval": TEST_HEARTBEAT,
+            "catch_up_window": 0.0,  # like upstream: no replay at all (tests of the window set one)
             "shutdown_grace": 1.0,
         }
         values.update(overrides)

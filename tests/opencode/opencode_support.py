@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+SKIPPED = {"server.heartbeat", "session.created", "session.updated", "session.deleted", "todo.updated"}
+
 
 class EventFeed:
     """One ``GET /event`` stream, parsed strictly: every frame must be exactly ``data: <json>\\n\\n``."""
@@ -25,14 +27,18 @@ class EventFeed:
             return await self._next_envelope()
 
     async def next_update(self, timeout: float = 5.0) -> dict[str, Any]:
-        """The next ``todo.updated``'s properties, skipping heartbeats."""
+        """The next ``todo.updated``'s properties, skipping heartbeats and session events."""
+        return await self.next_of("todo.updated", timeout)
+
+    async def next_of(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The properties of the next event of type ``kind``, skipping heartbeats and other session events."""
         async with asyncio.timeout(timeout):
             while True:
                 envelope = await self._next_envelope()
-                if envelope["type"] == "todo.updated":
+                if envelope["type"] == kind:
                     properties: dict[str, Any] = envelope["properties"]
                     return properties
-                assert envelope["type"] == "server.heartbeat", envelope
+                assert envelope["type"] in SKIPPED, envelope
 
     async def _next_envelope(self) -> dict[str, Any]:
         while b"\n\n" not in self._buffer:

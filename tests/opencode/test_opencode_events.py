@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from unittest.mock import ANY
 
 import httpx
 from opencode_support import EventFeed, contents, create, put, todos
 
 from sessiontodo_client import Todo, TodoClient
+from sessiontodo_opencode import RunningSidecar
 
 OpenFeed = Callable[..., Awaitable[EventFeed]]
 
@@ -31,7 +33,6 @@ async def test_the_stream_is_server_sent_events_in_lf_only_data_frames(http: htt
 async def test_every_envelope_carries_a_distinct_evt_id(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
     await create(http, "ses_a")
     feed = await open_feed()
-    await feed.next_update()
     await put(http, "ses_a", "x")
 
     envelopes = [await feed.next_event() for _ in range(3)]
@@ -50,16 +51,15 @@ async def test_a_quiet_stream_sends_heartbeats(open_feed: OpenFeed) -> None:
     assert all(e["properties"] == {} for e in envelopes)
 
 
-async def test_a_stream_starts_with_the_current_list_of_every_known_session(
+async def test_a_stream_replays_nothing_that_happened_before_it_connected(
     http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_a")
-    await create(http, "ses_b")
     await put(http, "ses_a", "a1", "a2")
 
     feed = await open_feed()
 
-    assert sorted(await feed.updates(2)) == [("ses_a", ["a1", "a2"]), ("ses_b", [])]
+    assert (await feed.next_event())["type"] == "server.heartbeat"  # like upstream: live events only
 
 
 async def test_a_write_reaches_subscribers_as_the_full_list_in_opencodes_shape(
@@ -67,7 +67,6 @@ async def test_a_write_reaches_subscribers_as_the_full_list_in_opencodes_shape(
 ) -> None:
     await create(http, "ses_a")
     feed = await open_feed()
-    await feed.next_update()
     body = [{"id": "t1", "content": "plan", "status": "in_progress", "priority": "high"}, *todos("ship")]
 
     await http.put("/session/ses_a/todo", json=body)
@@ -82,7 +81,6 @@ async def test_a_session_filter_limits_the_stream_to_that_session(http: httpx.As
     await create(http, "ses_a")
     await create(http, "ses_b")
     feed = await open_feed(sessionID="ses_a")
-    assert contents(await feed.next_update()) == ("ses_a", [])
 
     await put(http, "ses_b", "b1")
     await put(http, "ses_a", "a1")
@@ -112,7 +110,6 @@ async def test_concurrent_writers_on_two_sessions_never_cross_events(
     await create(http, "ses_a")
     await create(http, "ses_b")
     feed = await open_feed()
-    await feed.updates(2)
     rounds = 15
 
     async def write(session_id: str) -> None:
@@ -127,73 +124,121 @@ async def test_concurrent_writers_on_two_sessions_never_cross_events(
         assert lists == [[f"{session_id}-{k}" for k in range(n + 1)] for n in range(rounds)]
 
 
-async def test_deleting_a_session_sends_an_empty_list_for_it_and_its_children(
+async def test_deleting_a_session_sends_session_deleted_for_it_and_its_children_and_clears_their_lists(
     http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_parent")
     await create(http, "ses_child", parent_id="ses_parent")
     await create(http, "ses_other")
-    await put(http, "ses_parent", "p")
     await put(http, "ses_child", "c")
     feed = await open_feed()
-    await feed.updates(3)
 
     await http.delete("/session/ses_parent")
     await put(http, "ses_other", "still here")
 
-    assert sorted(await feed.updates(3)) == [("ses_child", []), ("ses_other", ["still here"]), ("ses_parent", [])]
+    envelopes = [await feed.next_event() for _ in range(4)]
+    deleted = [e["properties"] for e in envelopes if e["type"] == "session.deleted"]
+    assert sorted(p["sessionID"] for p in deleted) == ["ses_child", "ses_parent"]
+    assert all(p["info"]["id"] == p["sessionID"] for p in deleted)
+    # Only a session whose list was not empty gets an extra todo.updated [] (upstream sends none).
+    updates = [contents(e["properties"]) for e in envelopes if e["type"] == "todo.updated"]
+    assert updates == [("ses_child", []), ("ses_other", ["still here"])]
 
 
-async def test_changes_made_through_grpc_reach_subscribers_once_the_session_was_read(
+async def test_every_sessions_lifecycle_and_lists_reach_subscribers_whoever_writes_them(
     http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
 ) -> None:
-    await client.create_session("ses_grpc")
-    await client.create_session("ses_unread")
     feed = await open_feed()
-    await http.get("/session/ses_grpc/todo")
 
-    await client.add_todo("ses_unread", Todo(content="nobody follows this"))
-    await client.add_todo("ses_grpc", Todo(content="from grpc"))
-
-    assert contents(await feed.next_update()) == ("ses_grpc", ["from grpc"])
-
-
-async def test_a_session_named_in_a_filter_becomes_known(client: TodoClient, open_feed: OpenFeed) -> None:
     await client.create_session("ses_grpc")
-    feed = await open_feed(sessionID="ses_grpc")
-    assert contents(await feed.next_update()) == ("ses_grpc", [])
-
     await client.add_todo("ses_grpc", Todo(content="from grpc"))
+    await client.update_session("ses_grpc", labels={"title": "named over grpc"})
+    await client.remove_session("ses_grpc")
 
-    assert contents(await feed.next_update()) == ("ses_grpc", ["from grpc"])
+    assert [await feed.next_event() for _ in range(5)] == [
+        {"id": ANY, "type": "session.created", "properties": {"sessionID": "ses_grpc", "info": ANY}},
+        {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_grpc", "todos": [ANY]}},
+        {"id": ANY, "type": "session.updated", "properties": {"sessionID": "ses_grpc", "info": ANY}},
+        {"id": ANY, "type": "session.deleted", "properties": {"sessionID": "ses_grpc", "info": ANY}},
+        {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_grpc", "todos": []}},
+    ]
 
 
-async def test_a_session_removed_through_grpc_gets_an_empty_list_and_is_forgotten(
-    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+async def test_a_stream_carries_only_the_sessions_of_its_directory(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    here = await open_feed()
+    there = await open_feed(directory="/there")
+
+    await http.post("/session", json={"id": "ses_there"}, params={"directory": "/there"})
+    await http.post("/session", json={"id": "ses_here"})
+    await put(http, "ses_there", "t")
+    await put(http, "ses_here", "h")
+
+    assert (await here.next_of("session.created"))["sessionID"] == "ses_here"
+    assert contents(await here.next_update()) == ("ses_here", ["h"])
+    assert (await there.next_of("session.created"))["info"]["directory"] == "/there"
+    assert contents(await there.next_update()) == ("ses_there", ["t"])
+
+
+async def test_the_global_stream_wraps_every_directorys_events_in_upstreams_envelope(http: httpx.AsyncClient) -> None:
+    async with http.stream("GET", "/global/event") as response:
+        feed = EventFeed(response)
+        connected = await feed.next_event()
+        await http.post("/session", json={"id": "ses_there"}, params={"directory": "/there"})
+        await put(http, "ses_there", "t")
+        created = await feed.next_event()
+        updated = await feed.next_event()
+
+    assert connected == {"payload": {"id": ANY, "type": "server.connected", "properties": {}}}
+    assert created["directory"] == "/there" and created["project"] == "global"
+    assert created["payload"]["type"] == "session.created"
+    assert updated == {
+        "directory": "/there",
+        "project": "global",
+        "payload": {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_there", "todos": [ANY]}},
+    }
+
+
+async def test_a_write_that_changes_nothing_is_still_published_like_upstream(
+    http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_a")
-    await put(http, "ses_a", "x")
+    written = (await http.put("/session/ses_a/todo", json=todos("x"))).json()
     feed = await open_feed()
-    await feed.next_update()
 
-    await client.remove_session("ses_a")
+    await http.put("/session/ses_a/todo", json=written)
 
-    assert contents(await feed.next_update()) == ("ses_a", [])
-    later = await open_feed()
-    assert (await later.next_event())["type"] == "server.heartbeat"  # no list for a forgotten session
+    assert contents(await feed.next_update()) == ("ses_a", ["x"])
 
 
 async def test_a_client_that_reads_then_subscribes_misses_no_change_made_in_between(
-    http: httpx.AsyncClient, client: TodoClient, open_feed: OpenFeed
+    launch_sidecar: Callable[..., Awaitable[RunningSidecar]], client: TodoClient
 ) -> None:
-    await create(http, "ses_a")
-    observer = await open_feed()
-    await observer.next_update()
-    read = await http.get("/session/ses_a/todo")
-    assert read.json() == []
+    sidecar = await launch_sidecar(catch_up_window=60.0)
+    async with httpx.AsyncClient(base_url=sidecar.url, timeout=10.0) as http:
+        await create(http, "ses_a")
+        await create(http, "ses_quiet")
+        async with http.stream("GET", "/event") as observed:
+            observer = EventFeed(observed)
+            await observer.next_event()  # server.connected
+            read = await http.get("/session/ses_a/todo")
+            assert read.json() == []
 
-    await client.add_todo("ses_a", Todo(content="made in between"))
-    assert contents(await observer.next_update()) == ("ses_a", ["made in between"])  # published before subscribing
-    feed = await open_feed(sessionID="ses_a")
+            await client.add_todo("ses_a", Todo(content="made in between"))
+            assert contents(await observer.next_update()) == ("ses_a", ["made in between"])  # before subscribing
+            async with http.stream("GET", "/event") as response:
+                feed = EventFeed(response)
+                assert (await feed.next_event())["type"] == "server.connected"
 
-    assert contents(await feed.next_update()) == ("ses_a", ["made in between"])
+                caught_up = [await feed.next_event() for _ in range(3)]
+
+    # The recent changes, each session's latest event per kind: the list ses_a got in between.
+    assert sorted((e["type"], e["properties"]["sessionID"]) for e in caught_up) == [
+        ("session.created", "ses_a"),
+        ("session.created", "ses_quiet"),
+        ("todo.updated", "ses_a"),
+    ]
+    assert [e["properties"]["todos"][0]["content"] for e in caught_up if e["type"] == "todo.updated"] == [
+        "made in between"
+    ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -65,11 +67,7 @@ async def test_writing_a_list_replaces_it_and_answers_it_as_stored(http: httpx.A
 @pytest.mark.parametrize(
     ("body", "expected_message"),
     [
-        (
-            todos("x", status="done"),
-            "todos[0].status: Input should be 'pending', 'in_progress', 'completed' or 'cancelled'",
-        ),
-        (todos("x", priority="urgent"), "todos[0].priority: Input should be 'high', 'medium' or 'low'"),
+        (todos("x", status=""), "todos[0].status: String should have at least 1 character"),
         ([{"status": "pending", "priority": "low"}], "todos[0].content: Field required"),
         (
             [{"content": "x", "status": "pending", "priority": "low", "priorty": "high"}],
@@ -77,7 +75,7 @@ async def test_writing_a_list_replaces_it_and_answers_it_as_stored(http: httpx.A
         ),
         ({"todos": todos("x")}, "todos: Input should be a valid array"),
     ],
-    ids=["unknown-status", "unknown-priority", "no-content", "misspelt-field", "object-not-array"],
+    ids=["empty-status", "no-content", "misspelt-field", "object-not-array"],
 )
 async def test_a_write_with_an_invalid_todo_is_a_bad_request_and_changes_nothing(
     http: httpx.AsyncClient, client: TodoClient, body: Any, expected_message: str
@@ -104,6 +102,36 @@ async def test_a_write_whose_body_is_not_json_is_a_bad_request(http: httpx.Async
     assert "Invalid JSON" in response.json()["data"]["message"]
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_body_over_the_limit_is_refused_413_and_changes_nothing(
+    launch_sidecar: Callable[..., Awaitable[RunningSidecar]], client: TodoClient, declared: bool
+) -> None:
+    sidecar = await launch_sidecar(max_body_bytes=4096)
+    body = json.dumps(todos(*(f"todo {n}" for n in range(200)))).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 1000):
+            yield body[start : start + 1000]
+
+    async with httpx.AsyncClient(base_url=sidecar.url, timeout=10.0) as http:
+        await create(http, "ses_a")
+        response = await http.put("/session/ses_a/todo", content=body if declared else chunks())
+
+    assert response.status_code == 413
+    assert response.json() == {"name": "PayloadTooLargeError", "data": {"message": "request body over 4096 bytes"}}
+    assert (await client.get_todos("ses_a")).todos == []
+
+
+async def test_every_answer_says_nosniff(http: httpx.AsyncClient) -> None:
+    await create(http, "ses_a")
+
+    answers = [await http.get("/session/ses_a/todo"), await http.get("/nowhere")]
+    async with http.stream("GET", "/event") as events:
+        answers.append(events)
+
+    assert [answer.headers["x-content-type-options"] for answer in answers] == ["nosniff"] * 3
+
+
 async def test_a_write_the_service_rejects_names_every_violation_and_changes_nothing(
     http: httpx.AsyncClient, client: TodoClient
 ) -> None:
@@ -126,17 +154,92 @@ async def test_writing_to_an_unknown_session_is_not_found(http: httpx.AsyncClien
     assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
 
 
-async def test_creating_a_session_answers_it_with_its_parent(http: httpx.AsyncClient, client: TodoClient) -> None:
+async def test_creating_a_session_answers_opencodes_full_session_with_its_parent_and_title(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
     await create(http, "ses_parent")
 
-    response = await http.post("/session", json={"id": "ses_child", "parentID": "ses_parent", "title": "ignored"})
+    response = await http.post(
+        "/session", json={"id": "ses_child", "parentID": "ses_parent", "title": "sub task"}, params={"directory": "/p"}
+    )
 
     assert response.status_code == 200
-    assert response.json() == {"id": "ses_child", "parentID": "ses_parent"}
-    assert {s.session_id: s.parent_id for s in await client.list_sessions()} == {
-        "ses_child": "ses_parent",
-        "ses_parent": "",
+    session = response.json()
+    assert {key: session[key] for key in ("id", "parentID", "title", "directory", "projectID", "path")} == {
+        "id": "ses_child",
+        "parentID": "ses_parent",
+        "title": "sub task",
+        "directory": "/p",
+        "projectID": "global",
+        "path": "",
     }
+    assert session["time"]["created"] == session["time"]["updated"] > 0
+    assert session["cost"] == 0 and session["tokens"]["cache"] == {"read": 0, "write": 0}
+    assert re.fullmatch(r"[a-z]+-[a-z]+", session["slug"]) and session["version"].startswith("sessiontodo-")
+    stored = await client.get_session("ses_child")
+    assert (stored.parent_id, stored.labels) == (
+        "ses_parent",
+        {"title": "sub task", "directory": "/p", "project": "global"},
+    )
+
+
+async def test_sessions_are_read_listed_by_directory_and_renamed_like_upstreams(http: httpx.AsyncClient) -> None:
+    here = (await http.post("/session", json={"id": "ses_here"})).json()
+    there = (await http.post("/session", json={"id": "ses_there"}, params={"directory": "/there"})).json()
+
+    assert (await http.get("/session/ses_here")).json() == here
+    assert [s["id"] for s in (await http.get("/session")).json()] == ["ses_here"]
+    assert (await http.get("/session", params={"directory": "/there"})).json() == [there]
+    renamed = await http.patch("/session/ses_there", json={"title": "renamed"})
+    assert renamed.status_code == 200 and renamed.json()["title"] == "renamed"
+    assert renamed.json()["time"]["updated"] >= there["time"]["updated"]
+    assert (await http.get("/session/ses_there")).json()["title"] == "renamed"
+
+
+async def test_a_rename_with_a_bad_body_is_upstreams_payload_bad_request(http: httpx.AsyncClient) -> None:
+    await create(http, "ses_a")
+
+    response = await http.patch("/session/ses_a", json={"title": 5})
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "name": "BadRequest",
+        "data": {"message": "body.title: Input should be a valid string", "kind": "Payload"},
+    }
+
+
+@pytest.mark.parametrize("method", ["GET", "PATCH"])
+async def test_reading_or_renaming_an_unknown_session_is_not_found(http: httpx.AsyncClient, method: str) -> None:
+    response = await http.request(method, "/session/ses_nobody", json={"title": "x"} if method == "PATCH" else None)
+
+    assert response.status_code == 404
+    assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
+
+
+async def test_any_status_or_priority_string_is_stored_and_returned_as_given(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await create(http, "ses_a")
+    body = [{"content": "x", "status": "blocked", "priority": "urgent"}, *todos("y", status="completed")]
+
+    written = (await http.put("/session/ses_a/todo", json=body)).json()
+
+    assert [(t["status"], t["priority"]) for t in written] == [("blocked", "urgent"), ("completed", "medium")]
+    assert (await http.get("/session/ses_a/todo")).json() == written
+    stored = (await client.get_todos("ses_a")).todos[0]
+    assert (stored.status, stored.priority) == (TodoStatus.PENDING, TodoPriority.MEDIUM)
+    assert stored.metadata == {"opencode.status": "blocked", "opencode.priority": "urgent"}
+
+
+async def test_a_grpc_writer_that_changes_the_status_overrides_the_kept_unknown_one(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await create(http, "ses_a")
+    (written,) = (await http.put("/session/ses_a/todo", json=todos("x", status="blocked"))).json()
+
+    await client.update_todo("ses_a", written["id"], status=TodoStatus.COMPLETED)
+
+    assert (await http.get("/session/ses_a/todo")).json()[0]["status"] == "completed"
 
 
 async def test_creating_a_session_without_a_body_generates_its_id(http: httpx.AsyncClient, client: TodoClient) -> None:
@@ -211,7 +314,7 @@ async def test_opencodes_directory_and_workspace_parameters_and_headers_are_igno
         ("GET", "/nowhere", 404, "NotFoundError"),
         ("GET", "/session/ses_a/todo/extra", 404, "NotFoundError"),
         ("POST", "/session/ses_a/todo", 405, "MethodNotAllowed"),
-        ("PATCH", "/session/ses_a", 405, "MethodNotAllowed"),
+        ("PUT", "/session/ses_a", 405, "MethodNotAllowed"),
     ],
 )
 async def test_unknown_routes_and_methods_answer_json_never_html(

@@ -1,0 +1,45 @@
+"""``sessiontodo-opencode-mirror --opencode URL``: mirror an OpenCode server until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import httpx
+
+from sessiontodo_client import TodoClient
+from sessiontodo_opencode.mirror import OpenCodeMirror
+from sessiontodo_opencode.settings import MirrorSettings
+
+log = logging.getLogger("sessiontodo_opencode.mirror")
+
+
+async def serve(settings: MirrorSettings) -> None:
+    async with (
+        TodoClient.connect(settings.sessiontodo_address) as client,
+        httpx.AsyncClient(base_url=settings.opencode, timeout=30.0) as http,
+    ):
+        log.info("mirroring OpenCode at %s into sessiontodo at %s", settings.opencode, settings.sessiontodo_address)
+        mirroring = asyncio.create_task(OpenCodeMirror(client, http).run())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        mirroring.cancel()
+        await asyncio.gather(mirroring, return_exceptions=True)
+
+
+def main() -> None:
+    settings = MirrorSettings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()
