@@ -5,6 +5,13 @@ forwarding loops, in wire order, and never delays forwarding: sessiontodo writes
 per-session job queues, and the proxy's own plan updates to the editor are written under
 the editor output's lock, between forwarded lines.
 
+Lifecycle, as ACP means it: ``session/close`` frees the proxy's resources for the session (its
+watch, its state) and keeps the plan; ``session/delete`` removes the session from sessiontodo.
+An agent's plan is its ``plan`` updates, or (OpenCode, which sends none since 1.16) the list of
+its ``todowrite`` tool call. A plan sessiontodo refuses (or that cannot be written before its
+deadline) pauses the session's mirroring toward the editor until an agent plan is stored again,
+so sessiontodo's older list can never overwrite the editor's newer one.
+
 Echo suppression: each stored agent plan yields a revision the proxy remembers as its own.
 A watch event is shown to the editor only when (checked under the output lock) no write of
 the proxy's for that session is queued or running, its revision is newer than the proxy's
@@ -15,17 +22,19 @@ overtaken is not shown, and everything else is.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from sessiontodo_acp._lines import LineOutput
+from sessiontodo_acp._opencode import TodoWriteCalls
 from sessiontodo_acp._session_jobs import SessionJobs
 from sessiontodo_acp.conversions import keep_known_ids, plan_notification, read_plan_entries, same_plan
 from sessiontodo_acp.publisher import PlanPublisher
 from sessiontodo_client import InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient, WatchEvent
+from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
 
@@ -34,37 +43,11 @@ SESSION_LOAD = "session/load"
 SESSION_RESUME = "session/resume"
 SESSION_FORK = "session/fork"
 SESSION_CLOSE = "session/close"
+SESSION_DELETE = "session/delete"
 SESSION_UPDATE = "session/update"
 _OPENED_BY_RESULT = frozenset({SESSION_NEW, SESSION_FORK})
 _OPENED_BY_PARAMS = frozenset({SESSION_LOAD, SESSION_RESUME})
-_TRACKED_REQUESTS = _OPENED_BY_RESULT | _OPENED_BY_PARAMS | {SESSION_CLOSE}
-
-
-class ByteWriter(Protocol):
-    """Where bytes go: an ``asyncio.StreamWriter`` or anything with its ``write`` and ``drain``."""
-
-    def write(self, data: bytes) -> object: ...
-
-    async def drain(self) -> None: ...
-
-
-class EditorOutput:
-    """The editor's side of the proxy (its stdout): forwarded lines and the proxy's own messages, never interleaved."""
-
-    def __init__(self, writer: ByteWriter) -> None:
-        self._writer = writer
-        self._lock = asyncio.Lock()
-
-    def exclusive(self) -> asyncio.Lock:
-        """Hold this while writing one whole line."""
-        return self._lock
-
-    async def write(self, data: bytes) -> None:
-        self._writer.write(data)
-        await self._writer.drain()
-
-    async def write_message(self, message: dict[str, Any]) -> None:
-        await self.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+_TRACKED_REQUESTS = _OPENED_BY_RESULT | _OPENED_BY_PARAMS | {SESSION_CLOSE, SESSION_DELETE}
 
 
 @dataclass
@@ -84,6 +67,8 @@ class _Session:
     """The last plan the agent replayed during a pending ``session/load``."""
     unmirrored: bool = False
     """sessiontodo refused the session id: forward only."""
+    paused: bool = False
+    """sessiontodo does not hold the agent's latest plan: show the editor nothing from it."""
 
     def remember(self, todos: list[Todo], revision: int) -> None:
         if revision >= self.stored_revision:
@@ -97,13 +82,14 @@ def _request_key(request_id: Any) -> str:
 class PlanMirror:
     """Mirrors each ACP session's plan between the agent, sessiontodo and the editor."""
 
-    def __init__(self, todos: TodoClient, output: EditorOutput, backoff: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(self, todos: TodoClient, output: LineOutput, policy: RetryPolicy = DEFAULT_RETRY) -> None:
         self._todos = todos
         self._output = output
-        self._jobs = SessionJobs(backoff)
+        self._jobs = SessionJobs(policy)
         self._publisher = PlanPublisher(todos, self._deliver)
         self._sessions: dict[str, _Session] = {}
         self._requests: dict[str, tuple[str, str | None]] = {}
+        self._todowrite = TodoWriteCalls()
 
     # Observing (synchronous, in wire order)
 
@@ -121,7 +107,7 @@ class PlanMirror:
             session.loading, session.replayed = True, None
 
     def from_agent(self, message: dict[str, Any]) -> None:
-        """Act on lifecycle responses and plan updates the agent sends the editor."""
+        """Act on lifecycle responses and plans (``plan`` updates, OpenCode's ``todowrite``) from the agent."""
         if "method" not in message:
             if "id" in message:
                 self._on_response(message)
@@ -132,8 +118,12 @@ class PlanMirror:
         if not isinstance(params, dict):
             return
         session_id, update = params.get("sessionId"), params.get("update")
-        if isinstance(session_id, str) and isinstance(update, dict) and update.get("sessionUpdate") == "plan":
+        if not isinstance(session_id, str) or not isinstance(update, dict):
+            return
+        if update.get("sessionUpdate") == "plan":
             self._on_plan(session_id, update.get("entries"))
+        elif (todos := self._todowrite.observe(session_id, update)) is not None:
+            self._on_plan(session_id, todos)
 
     def _on_response(self, message: dict[str, Any]) -> None:
         request = self._requests.pop(_request_key(message["id"]), None)
@@ -154,7 +144,9 @@ class PlanMirror:
             elif not session.opened:
                 del self._sessions[session_id]
         elif method == SESSION_CLOSE and session_id is not None and succeeded:
-            self._close(session_id)
+            self._release(session_id)
+        elif method == SESSION_DELETE and session_id is not None and succeeded:
+            self._delete(session_id)
 
     def _on_plan(self, session_id: str, entries: Any) -> None:
         reading = read_plan_entries(entries)
@@ -171,7 +163,16 @@ class PlanMirror:
         async def store() -> None:
             await self._store(session_id, reading.todos)
 
-        self._jobs.submit(session_id, store, f"storing a plan of {len(reading.todos)} entries", replaceable=True)
+        def refused(error: Exception) -> None:
+            self._pause(session_id, error)
+
+        self._jobs.submit(
+            session_id,
+            store,
+            f"storing a plan of {len(reading.todos)} entries",
+            replaceable=True,
+            on_failure=refused,
+        )
 
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
@@ -185,39 +186,65 @@ class PlanMirror:
         async def open_session() -> None:
             await self._open_session(session_id, replayed)
 
-        self._jobs.submit(session_id, open_session, "registering the session")
+        def failed(error: Exception) -> None:
+            if replayed is not None:
+                self._pause(session_id, error)
 
-    def _close(self, session_id: str) -> None:
-        async def close_session() -> None:
+        self._jobs.submit(session_id, open_session, "registering the session", on_failure=failed)
+
+    def _release(self, session_id: str) -> None:
+        """``session/close``: after the session's pending writes, stop watching it and forget it; the plan stays."""
+
+        async def release() -> None:
             await self._publisher.unwatch(session_id)
-            session = self._sessions.get(session_id)
+            self._sessions.pop(session_id, None)
+            self._todowrite.forget(session_id)
+            log.info("session %s closed: no longer watched; its plan stays in sessiontodo", session_id)
+
+        self._jobs.submit(session_id, release, "releasing the closed session")
+
+    def _delete(self, session_id: str) -> None:
+        """``session/delete``: remove the session from sessiontodo; its pending plans are moot."""
+
+        async def delete() -> None:
+            await self._publisher.unwatch(session_id)
+            session = self._sessions.pop(session_id, None)
+            self._todowrite.forget(session_id)
             if session is None or not session.unmirrored:
                 await self._todos.remove_session(session_id)
-            self._sessions.pop(session_id, None)
 
-        self._jobs.submit(session_id, close_session, "removing the session")
+        self._jobs.submit(session_id, delete, "removing the deleted session", supersedes=True)
+
+    def _pause(self, session_id: str, error: Exception) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None and not session.paused:
+            session.paused = True
+            log.warning(
+                "session %s: sessiontodo does not hold the agent's latest plan (%s); the editor is shown no "
+                "changes from sessiontodo until the agent's next plan is stored",
+                session_id,
+                error,
+            )
 
     # Jobs (one at a time per session)
 
     async def _open_session(self, session_id: str, replayed: list[Todo] | None) -> None:
-        """Create the session; keep a replayed plan if sessiontodo had none, else show the editor its plan."""
+        """Create the session and watch it; a replayed plan is the agent's truth and is stored as is."""
         session = self._sessions.get(session_id)
         if session is None or session.unmirrored:
             return
         try:
-            created_session, created = await self._todos.create_session(session_id)
+            await self._todos.create_session(session_id)
         except InvalidArgument as error:
             session.unmirrored = True
             log.error("session %s cannot be kept in sessiontodo (%s); forwarding only", session_id, error)
             return
-        if replayed is not None and (created or created_session.todo_count == 0):
+        if replayed is not None:
             await self._write(session_id, session, replayed)
-            self._publisher.watch(session_id, after_revision=session.own_revision)
             return
         current = await self._todos.get_todos(session_id)
         session.remember(current.todos, current.revision)
-        await self._show(session_id, session, current.todos, newest=lambda: self._jobs.pending(session_id) <= 1)
-        self._publisher.watch(session_id, after_revision=current.revision)
+        self._watch(session_id, current.revision)
 
     async def _store(self, session_id: str, todos: list[Todo]) -> None:
         session = self._sessions.get(session_id)
@@ -235,6 +262,16 @@ class PlanMirror:
             self._publisher.watch(session_id, after_revision=stored.revision, restart=True)
         session.own_revision = stored.revision
         session.remember(stored.todos, stored.revision)
+        if session.paused:
+            session.paused = False
+            log.info("session %s: the agent's plan is stored again; mirroring resumes", session_id)
+        self._watch(session_id, stored.revision)
+
+    def _watch(self, session_id: str, after_revision: int) -> None:
+        """Show the editor the session's changes after ``after_revision`` (if not watching it already)."""
+        if not self._publisher.watching(session_id):
+            self._publisher.watch(session_id, after_revision=after_revision)
+            log.info("session %s: watching sessiontodo's changes after revision %d", session_id, after_revision)
 
     # Showing sessiontodo's changes to the editor
 
@@ -254,7 +291,7 @@ class PlanMirror:
     async def _show(self, session_id: str, session: _Session, todos: list[Todo], newest: Callable[[], bool]) -> None:
         """Show ``todos`` to the editor if ``newest()`` still holds under the output lock and they are news."""
         async with self._output.exclusive():
-            if not newest() or same_plan(todos, session.editor_view):
+            if session.paused or not newest() or same_plan(todos, session.editor_view):
                 return
             await self._output.write_message(plan_notification(session_id, todos))
             session.editor_view = list(todos)

@@ -6,8 +6,9 @@ Run over stdio: ``python tests/acp/plan_agent.py``. A prompt whose text is JSON
 through the SDK's typed ``session_update``, lists with values outside ACP's sets as raw
 JSON (the SDK would refuse to build them). ``session/new`` takes the session id from
 ``_meta.wantedSessionId`` when given, else makes one up. It supports ``session/load`` (replaying the last
-plan it sent for the session, if it knows the session), ``session/close``, and answers any
-extension method ``_…`` with the method name and params it received.
+plan it sent for the session, if it knows the session), ``session/close``, ``session/delete``
+(which forgets the session), and answers any extension method ``_…`` with the method name and
+params it received.
 """
 
 from __future__ import annotations
@@ -19,10 +20,15 @@ import sys
 import uuid
 from typing import Any, cast
 
+import acp.agent.connection
+from acp.agent.router import build_agent_router
+from acp.meta import AGENT_METHODS
 from acp.schema import (
     AgentCapabilities,
     AgentPlanUpdate,
     CloseSessionResponse,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -30,12 +36,23 @@ from acp.schema import (
     PromptResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionDeleteCapabilities,
 )
 from pydantic import ValidationError
 
 import acp
 
 log = logging.getLogger("plan_agent")
+
+
+def _router_with_delete(agent: Any, use_unstable_protocol: bool = False) -> Any:
+    """SDK 0.12.1 knows ``session/delete``'s schema but routes no handler to it: add the route."""
+    router = build_agent_router(agent, use_unstable_protocol=use_unstable_protocol)
+    router.route_request(AGENT_METHODS["session_delete"], DeleteSessionRequest, agent, "delete_session")
+    return router
+
+
+acp.agent.connection.build_agent_router = _router_with_delete
 
 
 def _typed_entries(entries: list[Any]) -> list[PlanEntry] | None:
@@ -60,7 +77,10 @@ class PlanAgent:
         return InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
-                load_session=True, session_capabilities=SessionCapabilities(close=SessionCloseCapabilities())
+                load_session=True,
+                session_capabilities=SessionCapabilities(
+                    close=SessionCloseCapabilities(), delete=SessionDeleteCapabilities()
+                ),
             ),
         )
 
@@ -74,8 +94,11 @@ class PlanAgent:
         return LoadSessionResponse()
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        self._last_plans.pop(session_id, None)
         return CloseSessionResponse()
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> DeleteSessionResponse:
+        self._last_plans.pop(session_id, None)
+        return DeleteSessionResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)

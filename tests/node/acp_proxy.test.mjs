@@ -258,13 +258,18 @@ test('100 rapid plan updates end with the last one stored and shown', () =>
     );
   }));
 
-test('session/close removes the session from sessiontodo', () =>
+test('session/close keeps the plan in sessiontodo; session/delete removes it', () =>
   withEditor(async (editor) => {
     const sessionId = await editor.newSession();
-    await editor.sendPlans(sessionId, [[entry('short-lived')]]);
-    await eventually(async () => same(await storedContents(sessionId), ['short-lived']), 'the plan is stored');
+    await editor.sendPlans(sessionId, [[entry('kept on close')]]);
+    await eventually(async () => same(await storedContents(sessionId), ['kept on close']), 'the plan is stored');
 
     await editor.agent.request(acp.methods.agent.session.close, { sessionId });
+    await editor.agent.request(acp.methods.agent.session.load, { sessionId, cwd: process.cwd(), mcpServers: [] });
+    // The delete is queued behind the close and the load: once it is done, both were seen.
+    assert.deepEqual(await storedContents(sessionId), ['kept on close']);
+
+    await editor.agent.request(acp.methods.agent.session.delete, { sessionId });
 
     await eventually(async () => !(await sessionExists(sessionId)), 'the session is removed');
     assert.equal(await storedContents(sessionId), null);
