@@ -142,7 +142,7 @@ class AcpPlanProxy:
         policy = self._settings.retry_policy()
         # The mirror's jobs retry (one policy per job); the client itself must not retry under them.
         self._todos = TodoClient.connect(self._settings.address, retry=dataclasses.replace(policy, attempts=1))
-        mirror = PlanMirror(self._todos, self._to_editor, policy)
+        mirror = PlanMirror(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
         backlog, self._backlog = self._backlog, []
         for from_agent, message in backlog:  # synchronously: nothing can slip in between
             self._observe(mirror, from_agent, message)

@@ -31,6 +31,12 @@ class ProxySettings(BaseSettings):
     retry_deadline: float = Field(
         60.0, gt=0, description="Seconds after which a sessiontodo write is not tried again (the job is dropped)."
     )
+    idle_ttl: float = Field(
+        7 * 24 * 3600.0,
+        ge=0,
+        description="Seconds without a change after which sessiontodo forgets a session the proxy created "
+        "(an abandoned editor's); 0 keeps sessions until deleted.",
+    )
     max_line_bytes: int = Field(
         64 << 20,
         ge=1024,
@@ -41,6 +47,9 @@ class ProxySettings(BaseSettings):
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
         """Settings from the proxy's own flags (everything before ``--``), the environment and defaults."""
         return cls(_cli_parse_args=list(flags))  # type: ignore[call-arg]
+
+    def session_idle_ttl(self) -> float | None:
+        return self.idle_ttl or None
 
     def retry_policy(self) -> RetryPolicy:
         """How a sessiontodo write (one job) and the channel's reconnects back off."""

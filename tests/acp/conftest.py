@@ -40,11 +40,14 @@ class RecordingEditor:
 
     def __init__(self) -> None:
         self.plans: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
+        self.raw_plans: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        """Each plan update as JSON (entries and the plan's own ``_meta``)."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if isinstance(update, AgentPlanUpdate):
-            entries = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in update.entries]
-            self.plans[session_id].append(entries)
+            raw = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.raw_plans[session_id].append(raw)
+            self.plans[session_id].append(raw["entries"])
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -71,6 +74,10 @@ class ProxiedEditor:
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """A raw JSON-RPC request (for methods the Python SDK 0.12.1 client lacks, like ``session/delete``)."""
         return await asyncio.wait_for(self.conn._conn.send_request(method, params), 30)
+
+    @property
+    def raw_plans(self) -> dict[str, list[dict[str, Any]]]:
+        return self.editor.raw_plans
 
     async def logged(self, text: str) -> None:
         """Wait until the proxy has logged a line containing ``text``."""

@@ -2,7 +2,8 @@
 
 Run over stdio: ``python tests/acp/plan_agent.py``. A prompt whose text is JSON
 ``{"plans": [[entry, …], …]}`` makes it send each plan, in order, as a ``session/update``
-``plan`` notification, then end the turn. Entries are sent exactly as given: valid ones
+``plan`` notification, then end the turn (a plan given as ``{"entries": […], "_meta": {…}}``
+carries a plan-level ``_meta``). Entries are sent exactly as given: valid ones
 through the SDK's typed ``session_update``, lists with values outside ACP's sets as raw
 JSON (the SDK would refuse to build them). ``session/new`` takes the session id from
 ``_meta.wantedSessionId`` when given, else makes one up. It supports ``session/load`` (replaying the last
@@ -68,7 +69,7 @@ class PlanAgent:
 
     def __init__(self) -> None:
         self._conn: Any = None
-        self._last_plans: dict[str, list[Any]] = {}
+        self._last_plans: dict[str, list[Any] | dict[str, Any]] = {}
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -106,8 +107,8 @@ class PlanAgent:
             command = json.loads(text)
         except ValueError:
             command = {}
-        for entries in command.get("plans", []):
-            await self._send_plan(session_id, entries)
+        for plan in command.get("plans", []):
+            await self._send_plan(session_id, plan)
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -119,13 +120,13 @@ class PlanAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
 
-    async def _send_plan(self, session_id: str, entries: list[Any]) -> None:
-        self._last_plans[session_id] = entries
+    async def _send_plan(self, session_id: str, plan: list[Any] | dict[str, Any]) -> None:
+        self._last_plans[session_id] = plan
+        entries, meta = (plan["entries"], plan.get("_meta")) if isinstance(plan, dict) else (plan, None)
         typed = _typed_entries(entries)
         if typed is not None:
-            await self._conn.session_update(
-                session_id=session_id, update=AgentPlanUpdate(session_update="plan", entries=typed)
-            )
+            update = AgentPlanUpdate(session_update="plan", entries=typed, field_meta=meta)
+            await self._conn.session_update(session_id=session_id, update=update)
         else:
             raw = {"sessionUpdate": "plan", "entries": entries}
             await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": raw})

@@ -70,7 +70,7 @@ async def test_a_change_by_another_client_reaches_the_editor_as_a_plan_update(se
 
         await soon(lambda: proxied.editor.plans[session_id] != [])
         assert proxied.editor.plans[session_id] == [
-            [{"content": "from gRPC", "status": "pending", "priority": "low", "_meta": {"todoId": "g-1"}}]
+            [{"content": "from gRPC", "status": "pending", "priority": "low", "_meta": {"sessiontodo/todoId": "g-1"}}]
         ]
 
 
@@ -108,7 +108,7 @@ async def test_a_cancelled_todo_survives_a_round_trip_through_the_editor_and_the
                 "content": "[cancelled] Old idea",
                 "status": "completed",
                 "priority": "medium",
-                "_meta": {"todoId": "c-1", "todoStatus": "cancelled"},
+                "_meta": {"sessiontodo/todoId": "c-1", "sessiontodo/todoStatus": "cancelled"},
             }
         ]
 
@@ -481,3 +481,59 @@ def test_an_invalid_flag_is_a_usage_error(capsys) -> None:
         pass
     else:
         raise AssertionError("expected a usage error")
+
+
+async def test_a_session_changed_elsewhere_after_the_agents_last_plan_is_shown_on_load(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as first:
+        session_id = await first.new_session()
+        await first.send_plans(session_id, [entry("the agent's plan")])
+        await soon(lambda: _stored_contents(client, session_id, ["the agent's plan"]))
+
+    await client.add_todo(session_id, Todo(content="added while no editor was open"), origin="another-backend")
+
+    async with open_editor(server.address) as second:  # a fresh agent: nothing to replay
+        await second.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+        await soon(lambda: second.editor.plans[session_id] != [])
+        assert second.editor.contents(session_id) == [["the agent's plan", "added while no editor was open"]]
+
+
+async def test_reloading_a_session_last_changed_by_the_agent_shows_nothing(server, client, open_editor) -> None:
+    async with open_editor(server.address) as first:
+        session_id = await first.new_session()
+        await first.send_plans(session_id, [entry("the agent's plan")])
+        await soon(lambda: _stored_contents(client, session_id, ["the agent's plan"]))
+
+    async with open_editor(server.address) as second:
+        await second.request("session/load", {"sessionId": session_id, "cwd": str(Path.cwd()), "mcpServers": []})
+        await client.add_todo(session_id, Todo(content="later"), origin="another-backend")
+        await soon(lambda: second.editor.plans[session_id] != [])
+        assert second.editor.contents(session_id) == [["the agent's plan", "later"]], "no injected plan came first"
+
+
+async def test_entry_and_plan_meta_round_trip_through_sessiontodo_and_the_agents_keys_stay_its_own(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        agent_meta: dict[str, Any] = {"example.com/estimate": {"hours": 3}, "todoId": "the-agent's-own"}
+        plan = {"entries": [{**entry("Estimate"), "_meta": agent_meta}], "_meta": {"example.com/planner": "v2"}}
+        await proxied.send_plans(session_id, plan)
+        await soon(lambda: _stored_contents(client, session_id, ["Estimate"]))
+        (stored_todo,) = (await client.get_todos(session_id)).todos
+        assert stored_todo.id != "the-agent's-own"
+
+        await client.add_todo(session_id, Todo(content="from elsewhere"), origin="another-backend")
+
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["Estimate", "from elsewhere"]])
+        notification = proxied.editor.raw_plans[session_id][-1]
+        assert notification.get("_meta") == {"example.com/planner": "v2"}
+        assert notification["entries"][0]["_meta"] == {**agent_meta, "sessiontodo/todoId": stored_todo.id}
+
+
+async def test_sessions_the_proxy_creates_expire_after_its_idle_ttl(server, client, open_editor) -> None:
+    async with open_editor(server.address, SESSIONTODO_ACP_IDLE_TTL="3600") as proxied:
+        session_id = await proxied.new_session()
+        await soon(lambda: _exists(client, session_id))
+        assert (await client.get_session(session_id)).idle_ttl == 3600

@@ -66,12 +66,12 @@ test('a gRPC write by another client reaches the editor as a plan update', () =>
 
     await eventually(() => editor.shown(sessionId).length === 1, 'the change is shown');
     assert.deepEqual(editor.plans.get(sessionId)[0], [
-      { content: 'Written over gRPC', status: 'in_progress', priority: 'low', _meta: { todoId: 'grpc-1' } },
+      { content: 'Written over gRPC', status: 'in_progress', priority: 'low', _meta: { 'sessiontodo/todoId': 'grpc-1' } },
       {
         content: '[cancelled] Dropped',
         status: 'completed',
         priority: 'medium',
-        _meta: { todoId: 'grpc-2', todoStatus: 'cancelled' },
+        _meta: { 'sessiontodo/todoId': 'grpc-2', 'sessiontodo/todoStatus': 'cancelled' },
       },
     ]);
   }));
