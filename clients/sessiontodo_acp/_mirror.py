@@ -89,7 +89,9 @@ class _Session:
     catching_up_to: int | None = None
     """After a load or resume without replay: the revision whose history decides what the editor is shown."""
     last_list_origin: str | None = None
-    """While catching up: who made the latest list change seen so far ("" if unknowable)."""
+    """While catching up: who made the latest list change seen so far (None: no change seen)."""
+    history_lost: bool = False
+    """While catching up: sessiontodo no longer had the changes, so who made them is unknown."""
 
     def remember(self, todos: list[Todo], revision: int) -> None:
         if revision >= self.stored_revision:
@@ -278,7 +280,7 @@ class PlanMirror:
         current = await self._todos.get_todos(session_id)
         session.remember(current.todos, current.revision)
         if reopened and current.revision > 0 and not self._publisher.watching(session_id):
-            session.catching_up_to, session.last_list_origin = current.revision, None
+            session.catching_up_to, session.last_list_origin, session.history_lost = current.revision, None, False
             self._watch(session_id, 0)
         else:
             self._watch(session_id, current.revision)
@@ -344,14 +346,15 @@ class PlanMirror:
         """Follow a reopened session's history up to the revision it had; then whether to show its list:
         only if the last list change is known and came from elsewhere than an ACP proxy."""
         if event.kind in (ChangeKind.RESET, ChangeKind.SNAPSHOT):
-            session.last_list_origin = ""  # the history is gone: who changed the list last is unknown
+            session.history_lost = True  # who changed the list last is unknown
         elif event.kind in _LIST_CHANGES:
             session.last_list_origin = event.origin
         assert session.catching_up_to is not None
         if event.revision < session.catching_up_to:
             return False
-        last, session.catching_up_to, session.last_list_origin = session.last_list_origin, None, None
-        changed_elsewhere = last is not None and last != "" and not last.startswith(ORIGIN_PREFIX)
+        last, lost = session.last_list_origin, session.history_lost
+        session.catching_up_to, session.last_list_origin, session.history_lost = None, None, False
+        changed_elsewhere = not lost and last is not None and not last.startswith(ORIGIN_PREFIX)
         if changed_elsewhere:
             log.info("session %s: changed by %r since the agent's last plan; showing it", session_id, last)
         return changed_elsewhere

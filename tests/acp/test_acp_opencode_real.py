@@ -48,4 +48,4 @@ async def test_the_proxy_mirrors_the_real_opencode_acp_agent(
             },
             timeout=600,
         )
-    run.assert_all_passed(at_least=6)
+    run.assert_all_passed(at_least=7)

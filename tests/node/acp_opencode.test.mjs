@@ -106,6 +106,19 @@ test('close keeps the plan, load stores the replayed list as the truth, resume i
     assert.equal(afterLoad, AGENT_PLANS * 2, "the editor saw OpenCode's plans only (1.15 replays its plan)");
   }));
 
+test('resume shows a change made elsewhere since OpenCode\'s last list (and only then)', () =>
+  withEditor(async (editor) => {
+    const sessionId = await sessionWithTodos(editor);
+    await editor.agent.request(acp.methods.agent.session.close, { sessionId });
+    await addElsewhere(sessionId, 'Added while closed');
+    const before = editor.shown(sessionId).length;
+
+    await editor.agent.request(acp.methods.agent.session.resume, { sessionId, cwd: CWD, mcpServers: [] });
+
+    await eventually(() => same(editor.lastShown(sessionId), [...SHOWN, 'Added while closed']), 'the change is shown');
+    assert.equal(editor.shown(sessionId).length, before + 1);
+  }));
+
 test('fork: the forked session gets its own copy; session/list lists both', () =>
   withEditor(async (editor) => {
     const sessionId = await sessionWithTodos(editor);
