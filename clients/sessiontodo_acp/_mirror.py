@@ -175,7 +175,7 @@ class PlanMirror:
             if succeeded:
                 self._open(session_id, replayed, reopened=True)
             elif not session.opened:
-                del self._sessions[session_id]
+                self._release(session_id)
         elif method == SESSION_CLOSE and session_id is not None and succeeded:
             self._release(session_id)
         elif method == SESSION_DELETE and session_id is not None and succeeded:
@@ -228,9 +228,16 @@ class PlanMirror:
     def _release(self, session_id: str) -> None:
         """``session/close``: after the session's pending writes, stop watching it and forget it; the plan stays."""
 
+        closed = self._sessions.get(session_id)
+        if closed is not None:
+            closed.opened = False
+
         async def release() -> None:
+            if closed is not None and (closed.opened or closed.loading):
+                return  # reopened since (its load or resume comes next in this queue)
             await self._publisher.unwatch(session_id)
-            self._sessions.pop(session_id, None)
+            if self._sessions.get(session_id) is closed:
+                del self._sessions[session_id]
             self._todowrite.forget(session_id)
             log.info("session %s closed: no longer watched; its plan stays in sessiontodo", session_id)
 

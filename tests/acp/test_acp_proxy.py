@@ -537,3 +537,18 @@ async def test_sessions_the_proxy_creates_expire_after_its_idle_ttl(server, clie
         session_id = await proxied.new_session()
         await soon(lambda: _exists(client, session_id))
         assert (await client.get_session(session_id)).idle_ttl == 3600
+
+
+async def test_a_session_loaded_right_after_it_was_closed_stays_mirrored(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("replayed after the close")])
+        await soon(lambda: _stored_contents(client, session_id, ["replayed after the close"]))
+        await client.replace_todos(session_id, [Todo(content="older elsewhere")], origin="another-backend")
+
+        load = {"sessionId": session_id, "cwd": str(Path.cwd()), "mcpServers": []}
+        await asyncio.gather(proxied.conn.close_session(session_id=session_id), proxied.request("session/load", load))
+
+        await soon(lambda: _stored_contents(client, session_id, ["replayed after the close"]))
+        await client.add_todo(session_id, Todo(content="still watched"), origin="another-backend")
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["replayed after the close", "still watched"]])
