@@ -100,7 +100,8 @@ class AcpPlanProxy:
         self._settings = settings
         self._mirror: PlanMirror | None = None
         self._todos: TodoClient | None = None
-        self._backlog: list[tuple[bool, dict[str, Any]]] = []
+        self._backlog: list[tuple[bool, dict[str, Any]]] | None = []
+        """What was seen while the mirror loads; None if it could not start."""
 
     async def run(self) -> int:
         """Proxy until the agent exits; returns its exit code (128 + N when killed by signal N)."""
@@ -135,6 +136,13 @@ class AcpPlanProxy:
 
     async def _start_mirror(self) -> None:
         """Load gRPC and the ACP SDK off the event loop, connect (lazily), then observe from the backlog on."""
+        try:
+            await self._load_mirror()
+        except Exception:
+            self._backlog = None
+            log.exception("could not start mirroring plans; forwarding only")
+
+    async def _load_mirror(self) -> None:
         await asyncio.to_thread(importlib.import_module, "sessiontodo_acp._mirror")
         from sessiontodo_acp._mirror import PlanMirror
         from sessiontodo_client import TodoClient
@@ -143,7 +151,7 @@ class AcpPlanProxy:
         # The mirror's jobs retry (one policy per job); the client itself must not retry under them.
         self._todos = TodoClient.connect(self._settings.address, retry=dataclasses.replace(policy, attempts=1))
         mirror = PlanMirror(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
-        backlog, self._backlog = self._backlog, []
+        backlog, self._backlog = self._backlog or [], []
         for from_agent, message in backlog:  # synchronously: nothing can slip in between
             self._observe(mirror, from_agent, message)
         self._mirror = mirror
@@ -151,9 +159,7 @@ class AcpPlanProxy:
 
     async def _stop_mirror(self, starting: asyncio.Task[None]) -> None:
         starting.cancel()
-        outcome = (await asyncio.gather(starting, return_exceptions=True))[0]
-        if isinstance(outcome, Exception):
-            log.error("could not start mirroring plans", exc_info=outcome)
+        await asyncio.gather(starting, return_exceptions=True)
         if self._mirror is not None:
             await self._mirror.aclose(self._settings.drain_timeout)
         if self._todos is not None:
@@ -178,7 +184,7 @@ class AcpPlanProxy:
     def _observe(self, mirror: PlanMirror | None, from_agent: bool, message: dict[str, Any]) -> None:
         """Hand a message to the mirror (or its backlog while it loads); never stops forwarding."""
         if mirror is None:
-            if len(self._backlog) < _BACKLOG_LIMIT:
+            if self._backlog is not None and len(self._backlog) < _BACKLOG_LIMIT:
                 self._backlog.append((from_agent, message))
             return
         try:
