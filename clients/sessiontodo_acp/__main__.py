@@ -1,5 +1,5 @@
 """``python -m sessiontodo_acp -- <agent command…>`` runs the proxy, like ``sessiontodo-acp-proxy``."""
 
-from sessiontodo_acp.proxy import main
+from sessiontodo_acp.launch import main
 
 main()

@@ -3,9 +3,15 @@
 The ACP SDKs dispatch notifications concurrently, and sessiontodo may be unreachable for a
 while, so writes are never awaited by whoever observes them: they are submitted (without
 awaiting, so submission order is arrival order) and one task per busy session runs them.
-A plan replacement still waiting for its turn is replaced by a newer one (the latest plan
-wins, which also bounds the queue); a transient failure is retried with capped backoff for
-as long as the queue lives, and any other failure is logged and the job dropped.
+
+- A plan (``replaceable``) still waiting for its turn is replaced by a newer one: the latest
+  plan wins, which also bounds the queue.
+- Each job is retried by the ``RetryPolicy`` (full jitter, bounded attempts, a per-job
+  deadline), and only while sessiontodo is UNAVAILABLE; any other error ends it at once.
+- A plan stops retrying as soon as a job queued behind it makes it moot (a newer plan, or a
+  ``supersedes`` job such as removing the session), so a lifecycle job never waits behind a
+  failing plan for longer than one backoff delay.
+- A job that finally fails is logged and reported to its ``on_failure``; the queue moves on.
 """
 
 from __future__ import annotations
@@ -16,24 +22,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import grpc
-
-from sessiontodo_client import RetryPolicy, ServiceError
+from sessiontodo_client import RetryPolicy, is_transient
+from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
 
 Job = Callable[[], Awaitable[None]]
-
-TRANSIENT_CODES = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
-)
-
-
-def is_transient(error: Exception) -> bool:
-    """Whether retrying the same call later can succeed (the service was unreachable or failing)."""
-    if isinstance(error, ServiceError):
-        return error.code in TRANSIENT_CODES
-    return isinstance(error, ConnectionError | TimeoutError)
+OnFailure = Callable[[Exception], None]
 
 
 @dataclass
@@ -41,6 +36,8 @@ class _Queued:
     job: Job
     description: str
     replaceable: bool
+    supersedes: bool
+    on_failure: OnFailure | None
 
 
 @dataclass
@@ -49,28 +46,48 @@ class _SessionQueue:
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
+    def moot(self, queued: _Queued) -> bool:
+        """Whether a job queued behind the running plan ``queued`` makes it pointless."""
+        if not queued.replaceable or len(self.jobs) < 2:
+            return False
+        return self.jobs[1].replaceable or any(later.supersedes for later in self.jobs)
+
 
 class SessionJobs:
     """One ordered job queue per session, each drained by a task this object owns."""
 
-    def __init__(self, backoff: RetryPolicy = RetryPolicy()) -> None:
-        self._backoff = backoff
+    def __init__(self, policy: RetryPolicy = DEFAULT_RETRY) -> None:
+        self._policy = policy
         self._queues: dict[str, _SessionQueue] = {}
         self._closed = False
 
-    def submit(self, session_id: str, job: Job, description: str, *, replaceable: bool = False) -> None:
+    def submit(
+        self,
+        session_id: str,
+        job: Job,
+        description: str,
+        *,
+        replaceable: bool = False,
+        supersedes: bool = False,
+        on_failure: OnFailure | None = None,
+    ) -> None:
         """Queue ``job`` after the session's earlier jobs; never waits.
 
-        A ``replaceable`` job replaces a replaceable job that is waiting at the end of the queue.
+        A ``replaceable`` job replaces a replaceable job waiting at the end of the queue; a
+        ``supersedes`` job drops every waiting replaceable job. ``on_failure(error)`` is called
+        if the job finally fails (not when it was made moot).
         """
         if self._closed:
             raise RuntimeError("the session job queues are closed")
         queue = self._queues.get(session_id)
         if queue is None:
             queue = self._queues[session_id] = _SessionQueue()
-        queued = _Queued(job, description, replaceable)
-        waiting = len(queue.jobs) - (1 if queue.task is not None else 0)
-        if replaceable and waiting > 0 and queue.jobs[-1].replaceable:
+        queued = _Queued(job, description, replaceable, supersedes, on_failure)
+        running = 1 if queue.task is not None else 0
+        if supersedes:
+            waiting = [job for job in list(queue.jobs)[running:] if not job.replaceable]
+            queue.jobs = deque([*list(queue.jobs)[:running], *waiting])
+        if replaceable and len(queue.jobs) > running and queue.jobs[-1].replaceable:
             log.debug("session %s: %s replaces %s", session_id, description, queue.jobs[-1].description)
             queue.jobs[-1] = queued
         else:
@@ -122,26 +139,31 @@ class SessionJobs:
                 del self._queues[session_id]
 
     async def _run(self, session_id: str, queue: _SessionQueue, queued: _Queued) -> None:
-        attempt = 0
-        while True:
-            try:
-                await queued.job()
-            except Exception as error:
-                if not is_transient(error):
-                    log.error("session %s: %s failed and is dropped: %s", session_id, queued.description, error)
-                    return
-                if queued.replaceable and len(queue.jobs) > 1 and queue.jobs[1].replaceable:
-                    log.warning(
-                        "session %s: %s failed (%s); a newer plan replaces it", session_id, queued.description, error
-                    )
-                    return
-                delay = self._backoff.delay(attempt)
-                log.warning(
-                    "session %s: %s failed (%s); retrying in %.1fs", session_id, queued.description, error, delay
-                )
-                await asyncio.sleep(delay)
-                attempt += 1
-            else:
-                if attempt:
-                    log.info("session %s: %s succeeded after %d retries", session_id, queued.description, attempt)
+        retries = 0
+
+        def retry_if(error: BaseException) -> bool:
+            return is_transient(error) and not queue.moot(queued)
+
+        def on_retry(error: BaseException, delay: float) -> None:
+            nonlocal retries
+            retries += 1
+            log.warning("session %s: %s failed (%s); retrying in %.2fs", session_id, queued.description, error, delay)
+
+        try:
+            await self._policy.run(queued.job, retry_if=retry_if, on_retry=on_retry)
+        except Exception as error:
+            if queue.moot(queued):
+                log.info("session %s: %s failed (%s); a later job replaces it", session_id, queued.description, error)
                 return
+            log.error(
+                "session %s: %s failed after %d retries and is dropped: %s",
+                session_id,
+                queued.description,
+                retries,
+                error,
+            )
+            if queued.on_failure is not None:
+                queued.on_failure(error)
+        else:
+            if retries:
+                log.info("session %s: %s succeeded after %d retries", session_id, queued.description, retries)

@@ -3,10 +3,14 @@
 ACP v1 plan entries have no id and no ``cancelled`` status, and both official SDKs
 silently drop an entry whose status or priority is outside ACP's sets. So:
 
-- a todo's id travels in the entry's ``_meta`` as ``todoId``;
+- a todo's id travels in the entry's ``_meta`` as ``sessiontodo/todoId`` (namespaced, as ACP's
+  extensibility rules ask; an agent's own keys, ``todoId`` included, are never interpreted);
 - a cancelled todo is sent as ``completed``, its content prefixed with ``[cancelled] ``
-  (visible in every editor) and ``_meta.todoStatus = "cancelled"``; reading either
-  marker back restores ``cancelled``;
+  (visible in every editor) and ``_meta["sessiontodo/todoStatus"] = "cancelled"``; reading
+  either marker back restores ``cancelled``;
+- every other ``_meta`` key round-trips untouched through the todo's metadata: the entry's
+  ``_meta`` as JSON under ``acp/_meta``, the plan's own ``_meta`` under ``acp/plan._meta``
+  (on every todo of the plan, so that it survives edits to any one of them);
 - entries coming from agents are read leniently: statuses and priorities are matched
   case- and separator-insensitively (``inProgress``, ``IN-PROGRESS``), ``canceled`` /
   ``cancelled`` (ACP v2 draft) are kept as cancelled, any other unknown status is
@@ -17,6 +21,7 @@ silently drop an entry whose status or priority is outside ACP's sets. So:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +35,20 @@ from sessiontodo_client import Todo, TodoPriority, TodoStatus
 CANCELLED_PREFIX = "[cancelled] "
 """Shown before the content of a cancelled todo, which ACP v1 can only call ``completed``."""
 
-META_TODO_ID = "todoId"
+META_PREFIX = "sessiontodo/"
+"""The namespace of the proxy's own ``_meta`` keys; the proxy reads no other key."""
+
+META_TODO_ID = META_PREFIX + "todoId"
 """The ``_meta`` key of a plan entry that carries the sessiontodo todo id."""
 
-META_TODO_STATUS = "todoStatus"
+META_TODO_STATUS = META_PREFIX + "todoStatus"
 """The ``_meta`` key that carries a status ACP v1 cannot express (only ``cancelled``)."""
+
+ENTRY_META = "acp/_meta"
+"""The todo metadata key holding a plan entry's ``_meta`` (JSON, the proxy's own keys left out)."""
+
+PLAN_META = "acp/plan._meta"
+"""The todo metadata key holding the plan's own ``_meta`` (JSON), repeated on every todo of the plan."""
 
 _PLAN_STATUS: dict[TodoStatus, Literal["pending", "in_progress", "completed"]] = {
     TodoStatus.PENDING: "pending",
@@ -61,9 +75,22 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # sessiontodo -> ACP
 
 
+def _json_object(text: str | None) -> dict[str, Any]:
+    """The JSON object stored in a metadata value, or an empty one if absent or not an object."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def plan_entry_from_todo(todo: Todo) -> PlanEntry:
-    """The ACP entry that shows ``todo``; its id (and a cancelled status) ride in ``_meta``."""
-    meta: dict[str, Any] = {META_TODO_ID: todo.id} if todo.id else {}
+    """The ACP entry that shows ``todo``: its stored ``_meta``, plus its id (and a cancelled status)."""
+    meta: dict[str, Any] = _json_object(todo.metadata.get(ENTRY_META))
+    if todo.id:
+        meta[META_TODO_ID] = todo.id
     content = todo.content
     if todo.status is TodoStatus.CANCELLED:
         content = CANCELLED_PREFIX + content
@@ -76,9 +103,22 @@ def plan_entry_from_todo(todo: Todo) -> PlanEntry:
     )
 
 
+def plan_meta_of(todos: Iterable[Todo]) -> dict[str, Any]:
+    """The plan-level ``_meta`` stored with a list (on its first todo that carries one)."""
+    for todo in todos:
+        if PLAN_META in todo.metadata:
+            return _json_object(todo.metadata[PLAN_META])
+    return {}
+
+
 def plan_update_from_todos(todos: Iterable[Todo]) -> AgentPlanUpdate:
-    """A ``plan`` session update carrying the whole list, as ACP requires."""
-    return AgentPlanUpdate(session_update="plan", entries=[plan_entry_from_todo(todo) for todo in todos])
+    """A ``plan`` session update carrying the whole list, as ACP requires, with its plan-level ``_meta``."""
+    todos = list(todos)
+    return AgentPlanUpdate(
+        session_update="plan",
+        entries=[plan_entry_from_todo(todo) for todo in todos],
+        field_meta=plan_meta_of(todos) or None,
+    )
 
 
 def plan_notification(session_id: str, todos: Iterable[Todo]) -> dict[str, Any]:
@@ -121,8 +161,15 @@ def _read_priority(value: Any, where: str, problems: list[str]) -> TodoPriority:
     return TodoPriority.MEDIUM
 
 
-def _todo_from_plan_entry(entry: Mapping[str, Any], where: str, problems: list[str]) -> Todo | None:
-    """The todo an entry stands for (no id unless ``_meta.todoId`` gives one), or None without content.
+def _stored_json(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _todo_from_plan_entry(
+    entry: Mapping[str, Any], plan_meta: str | None, where: str, problems: list[str]
+) -> Todo | None:
+    """The todo an entry stands for (no id unless ``_meta["sessiontodo/todoId"]`` gives one), or None
+    without content. The entry's other ``_meta`` keys, and the plan's (``plan_meta``, JSON), go to its metadata.
 
     ``entry`` is the entry's JSON object, as on the wire. Adjustments are appended to ``problems``.
     """
@@ -144,17 +191,29 @@ def _todo_from_plan_entry(entry: Mapping[str, Any], where: str, problems: list[s
         problems.append(f"{where}: no text content after {CANCELLED_PREFIX!r}; left out")
         return None
     todo_id = meta.get(META_TODO_ID)
-    return Todo(id=todo_id if isinstance(todo_id, str) else "", content=content, status=status, priority=priority)
+    metadata: dict[str, str] = {}
+    if others := {key: value for key, value in meta.items() if not str(key).startswith(META_PREFIX)}:
+        metadata[ENTRY_META] = _stored_json(others)
+    if plan_meta is not None:
+        metadata[PLAN_META] = plan_meta
+    return Todo(
+        id=todo_id if isinstance(todo_id, str) else "",
+        content=content,
+        status=status,
+        priority=priority,
+        metadata=metadata,
+    )
 
 
-def read_plan_entries(entries: Any) -> PlanReading:
-    """Read a plan's ``entries`` (JSON, as on the wire) into todos; never raises.
+def read_plan_entries(entries: Any, plan_meta: Any = None) -> PlanReading:
+    """Read a plan's ``entries`` (JSON, as on the wire) and its own ``_meta`` into todos; never raises.
 
     A todo id given twice is kept on its first entry only, since ids are unique per list.
     """
     problems: list[str] = []
     if not isinstance(entries, list):
         return PlanReading([], [f"entries is {type(entries).__name__}, not a list; read as empty"])
+    stored_plan_meta = _stored_json(plan_meta) if isinstance(plan_meta, Mapping) and plan_meta else None
     todos: list[Todo] = []
     seen_ids: set[str] = set()
     for index, entry in enumerate(entries):
@@ -162,7 +221,7 @@ def read_plan_entries(entries: Any) -> PlanReading:
         if not isinstance(entry, Mapping):
             problems.append(f"{where}: not an object; left out")
             continue
-        todo = _todo_from_plan_entry(entry, where, problems)
+        todo = _todo_from_plan_entry(entry, stored_plan_meta, where, problems)
         if todo is None:
             continue
         if todo.id in seen_ids:
@@ -176,7 +235,9 @@ def read_plan_entries(entries: Any) -> PlanReading:
 
 def read_plan_update(update: AgentPlanUpdate) -> PlanReading:
     """Read a typed plan update (as the Python SDK delivers it) into todos."""
-    return read_plan_entries([entry.model_dump(mode="json", by_alias=True) for entry in update.entries])
+    return read_plan_entries(
+        [entry.model_dump(mode="json", by_alias=True) for entry in update.entries], update.field_meta
+    )
 
 
 def keep_known_ids(todos: Sequence[Todo], current: Sequence[Todo]) -> list[Todo]:
@@ -184,7 +245,8 @@ def keep_known_ids(todos: Sequence[Todo], current: Sequence[Todo]) -> list[Todo]
 
     First an unused current todo with the same content, then the unused current todo at the
     same position; otherwise the id stays empty and the server generates one. This keeps ids
-    stable while an agent that sends no ids ticks its plan off or rewords an entry.
+    stable while an agent that sends no ids ticks its plan off or rewords an entry. A todo that
+    keeps an id also keeps the metadata other backends stored on it (keys outside ``acp/``).
     """
     taken = {todo.id for todo in todos if todo.id}
     free = [todo for todo in current if todo.id not in taken]
@@ -201,9 +263,22 @@ def keep_known_ids(todos: Sequence[Todo], current: Sequence[Todo]) -> list[Todo]
         if not todo_id and index < len(current) and current[index].id not in taken:
             chosen[index] = current[index].id
             taken.add(current[index].id)
-    return [todo.model_copy(update={"id": todo_id}) for todo, todo_id in zip(todos, chosen, strict=True)]
+    foreign = {todo.id: _foreign_metadata(todo) for todo in current}
+    return [
+        todo.model_copy(update={"id": todo_id, "metadata": {**foreign.get(todo_id, {}), **todo.metadata}})
+        for todo, todo_id in zip(todos, chosen, strict=True)
+    ]
+
+
+def _foreign_metadata(todo: Todo) -> dict[str, str]:
+    """A stored todo's metadata written by others (not ``acp/…``): kept when an agent's plan rewrites the todo."""
+    return {key: value for key, value in todo.metadata.items() if not key.startswith("acp/")}
 
 
 def same_plan(left: Sequence[Todo], right: Sequence[Todo]) -> bool:
-    """Whether two lists show the same plan to an editor (ids aside)."""
-    return [(t.content, t.status, t.priority) for t in left] == [(t.content, t.status, t.priority) for t in right]
+    """Whether two lists show the same plan to an editor (ids and others' metadata aside)."""
+
+    def shown(todos: Sequence[Todo]) -> list[tuple[Any, ...]]:
+        return [(t.content, t.status, t.priority, t.metadata.get(ENTRY_META), t.metadata.get(PLAN_META)) for t in todos]
+
+    return shown(left) == shown(right)

@@ -1,30 +1,35 @@
-"""``sessiontodo-acp-proxy -- <agent command…>``: a transparent ACP stdio proxy that mirrors plans.
+"""The transparent ACP stdio proxy that mirrors plans (started by ``sessiontodo_acp.launch``).
 
 The editor runs the proxy as its agent; the proxy runs the real agent and copies every line
 both ways byte for byte (unknown methods and fields included). It only *reads* the traffic:
-sessions the agent opens become sessiontodo sessions, plans the agent sends are stored,
-changes made to a session by anyone else are shown to the editor as plan updates, and a
-closed session is removed. sessiontodo being down never holds up the conversation. stdout
-carries nothing but protocol; logs go to stderr. The proxy exits with the agent's exit code.
+what it sees is handed to a ``PlanMirror``, which keeps sessiontodo and the editor's plan in
+step. The mirror (gRPC, the ACP SDK) is loaded in the background while forwarding already
+runs, so neither its start-up nor sessiontodo being down ever holds up the conversation.
+stdout carries nothing but protocol; logs go to stderr. The proxy exits with the agent's code.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
+import dataclasses
+import importlib
 import logging
 import os
 import signal
 import stat
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
-from sessiontodo_acp._mirror import ByteWriter, EditorOutput, PlanMirror
+from sessiontodo_acp._lines import ByteWriter, LineOutput, Oversized, parse, read_line, refusal
+from sessiontodo_acp.launch import FORWARDED_SIGNALS
 from sessiontodo_acp.settings import ProxySettings
-from sessiontodo_client import TodoClient
+
+if TYPE_CHECKING:
+    from sessiontodo_acp._mirror import PlanMirror
+    from sessiontodo_client import TodoClient
 
 log = logging.getLogger("sessiontodo_acp.proxy")
 
@@ -32,40 +37,49 @@ _KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when the agent has to be stopped."""
 _TAIL_TIMEOUT = 2.0
 """Seconds to finish forwarding the agent's output after it exited (a grandchild may hold the pipe)."""
+_BACKLOG_LIMIT = 10_000
+"""Messages kept for the mirror while it loads; beyond that they are forwarded unobserved."""
 
 
-async def _read_piece(reader: asyncio.StreamReader) -> tuple[bytes, bool]:
-    """The next line, or a piece of one longer than the reader's limit; ``(b"", True)`` at the end.
+class Agent:
+    """The agent process (started by the launcher): signals to its whole process group, an awaitable exit."""
 
-    The flag says whether the piece ends a line (or the stream).
-    """
-    try:
-        return await reader.readuntil(b"\n"), True
-    except asyncio.IncompleteReadError as end:
-        return end.partial, True
-    except asyncio.LimitOverrunError as overrun:
-        return await reader.readexactly(overrun.consumed), False
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
 
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
 
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
+    def signal(self, signum: int) -> None:
+        """Signal the agent's process group (it leads its own session), unless it has exited."""
+        if self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signum)
+        except ProcessLookupError:
+            pass
 
+    async def wait(self) -> int:
+        """Wait for the agent to exit without a thread where Linux allows (a pidfd), and return its code."""
+        loop = asyncio.get_running_loop()
+        try:
+            pidfd = os.pidfd_open(self.process.pid)
+        except (AttributeError, OSError):
+            return await asyncio.to_thread(self.process.wait)
+        exited: asyncio.Future[None] = loop.create_future()
 
-def signal_agent(agent: asyncio.subprocess.Process, signum: int) -> None:
-    """Signal the agent, and its whole process group when it leads one (as ``serve`` starts it)."""
-    if agent.returncode is not None:
-        return
-    try:
-        if os.getpgid(agent.pid) == agent.pid:
-            os.killpg(agent.pid, signum)
-        else:
-            agent.send_signal(signum)
-    except ProcessLookupError:
-        pass
+        def readable() -> None:
+            if not exited.done():
+                exited.set_result(None)
+
+        loop.add_reader(pidfd, readable)
+        try:
+            await exited
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+        return self.process.wait()
 
 
 class AcpPlanProxy:
@@ -73,24 +87,25 @@ class AcpPlanProxy:
 
     def __init__(
         self,
-        agent: asyncio.subprocess.Process,
-        editor_input: asyncio.StreamReader,
-        editor_output: ByteWriter,
-        todos: TodoClient,
+        agent: Agent,
+        editor: tuple[asyncio.StreamReader, ByteWriter],
+        agent_pipes: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         settings: ProxySettings,
     ) -> None:
-        if agent.stdin is None or agent.stdout is None:
-            raise ValueError("the agent needs piped stdin and stdout")
         self._agent = agent
-        self._agent_input = agent.stdin
-        self._agent_output = agent.stdout
-        self._editor_input = editor_input
-        self._output = EditorOutput(editor_output)
+        self._editor_input, editor_output = editor
+        self._agent_output, self._agent_input_writer = agent_pipes
+        self._to_editor = LineOutput(editor_output)
+        self._to_agent = LineOutput(self._agent_input_writer)
         self._settings = settings
-        self._mirror = PlanMirror(todos, self._output, settings.backoff())
+        self._mirror: PlanMirror | None = None
+        self._todos: TodoClient | None = None
+        self._backlog: list[tuple[bool, dict[str, Any]]] | None = []
+        """What was seen while the mirror loads; None if it could not start."""
 
     async def run(self) -> int:
         """Proxy until the agent exits; returns its exit code (128 + N when killed by signal N)."""
+        starting = asyncio.create_task(self._start_mirror(), name="mirror start-up")
         to_agent = asyncio.create_task(self._editor_to_agent(), name="editor->agent")
         to_editor = asyncio.create_task(self._agent_to_editor(), name="agent->editor")
         exited = asyncio.create_task(self._agent.wait(), name="agent exit")
@@ -112,13 +127,43 @@ class AcpPlanProxy:
             ):
                 if isinstance(outcome, Exception) and not isinstance(outcome, OSError):
                     log.error("forwarding %s failed", task.get_name(), exc_info=outcome)
-            if self._agent.returncode is None:
-                signal_agent(self._agent, signal.SIGKILL)
+            self._agent.signal(signal.SIGKILL)
             await exited
-            await self._mirror.aclose(self._settings.drain_timeout)
+            await self._stop_mirror(starting)
         code = exited.result()
         log.info("the agent exited with code %d", code)
         return 128 - code if code < 0 else code
+
+    async def _start_mirror(self) -> None:
+        """Load gRPC and the ACP SDK off the event loop, connect (lazily), then observe from the backlog on."""
+        try:
+            await self._load_mirror()
+        except Exception:
+            self._backlog = None
+            log.exception("could not start mirroring plans; forwarding only")
+
+    async def _load_mirror(self) -> None:
+        await asyncio.to_thread(importlib.import_module, "sessiontodo_acp._mirror")
+        from sessiontodo_acp._mirror import PlanMirror
+        from sessiontodo_client import TodoClient
+
+        policy = self._settings.retry_policy()
+        # The mirror's jobs retry (one policy per job); the client itself must not retry under them.
+        self._todos = TodoClient.connect(self._settings.address, retry=dataclasses.replace(policy, attempts=1))
+        mirror = PlanMirror(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
+        backlog, self._backlog = self._backlog or [], []
+        for from_agent, message in backlog:  # synchronously: nothing can slip in between
+            self._observe(mirror, from_agent, message)
+        self._mirror = mirror
+        log.info("plans go to sessiontodo at %s", self._settings.address)
+
+    async def _stop_mirror(self, starting: asyncio.Task[None]) -> None:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        if self._mirror is not None:
+            await self._mirror.aclose(self._settings.drain_timeout)
+        if self._todos is not None:
+            await self._todos.close()
 
     async def _stop_agent(self, exited: asyncio.Task[int]) -> None:
         """Close the agent's input, then terminate it if it does not exit in time, then kill it."""
@@ -126,86 +171,65 @@ class AcpPlanProxy:
         for signum, timeout in ((None, self._settings.agent_exit_timeout), (signal.SIGTERM, _KILL_GRACE)):
             if signum is not None:
                 log.warning("the agent did not exit; sending %s", signal.Signals(signum).name)
-                signal_agent(self._agent, signum)
+                self._agent.signal(signum)
             try:
                 await asyncio.wait_for(asyncio.shield(exited), timeout)
                 return
             except TimeoutError:
                 continue
         log.warning("the agent ignored SIGTERM; sending SIGKILL")
-        signal_agent(self._agent, signal.SIGKILL)
+        self._agent.signal(signal.SIGKILL)
         await exited
 
-    @staticmethod
-    def _observe(observer: Callable[[dict[str, Any]], None], message: dict[str, Any]) -> None:
-        """Observing must never stop forwarding: a message the mirror cannot handle is logged and passed on."""
+    def _observe(self, mirror: PlanMirror | None, from_agent: bool, message: dict[str, Any]) -> None:
+        """Hand a message to the mirror (or its backlog while it loads); never stops forwarding."""
+        if mirror is None:
+            if self._backlog is not None and len(self._backlog) < _BACKLOG_LIMIT:
+                self._backlog.append((from_agent, message))
+            return
         try:
-            observer(message)
+            (mirror.from_agent if from_agent else mirror.from_editor)(message)
         except Exception:
             log.exception("could not act on a message; forwarded it unchanged")
 
     def _close_agent_input(self) -> None:
-        if not self._agent_input.is_closing():
-            self._agent_input.close()
+        if not self._agent_input_writer.is_closing():
+            self._agent_input_writer.close()
+
+    async def _forward(
+        self, source: asyncio.StreamReader, target: LineOutput, sender: LineOutput, from_agent: bool
+    ) -> None:
+        """Copy ``source``'s lines to ``target`` whole, observing each; refuse over-long ones to ``sender``."""
+        while line := await read_line(source):
+            if isinstance(line, Oversized):
+                limit = self._settings.max_line_bytes
+                sender_name = "agent" if from_agent else "editor"
+                log.error("refused a %d-byte message from the %s (limit %d)", line.size, sender_name, limit)
+                with contextlib.suppress(OSError, RuntimeError):
+                    async with sender.exclusive():
+                        await sender.write_message(refusal(line.size, limit))
+                continue
+            async with target.exclusive():
+                if (message := parse(line)) is not None:
+                    self._observe(self._mirror, from_agent, message)
+                await target.write(line)
 
     async def _editor_to_agent(self) -> None:
         """Copy the editor's lines to the agent until the editor closes its side, then close the agent's input."""
         try:
-            while True:
-                piece, ends_line = await _read_piece(self._editor_input)
-                if not piece:
-                    log.info("the editor closed its side of the connection")
-                    return
-                if ends_line and (message := _parse(piece)) is not None:
-                    self._observe(self._mirror.from_editor, message)
-                self._agent_input.write(piece)
-                await self._agent_input.drain()
+            await self._forward(self._editor_input, self._to_agent, self._to_editor, from_agent=False)
+            log.info("the editor closed its side of the connection")
         except (BrokenPipeError, ConnectionResetError):
             log.info("the agent closed its input")
         finally:
             self._close_agent_input()
 
     async def _agent_to_editor(self) -> None:
-        """Copy the agent's lines to the editor, each whole under the output lock, observing each whole line."""
-        while True:
-            piece, ends_line = await _read_piece(self._agent_output)
-            if not piece:
-                return
-            async with self._output.exclusive():
-                if ends_line and (message := _parse(piece)) is not None:
-                    self._observe(self._mirror.from_agent, message)
-                elif not ends_line:
-                    log.warning(
-                        "a message from the agent is longer than %d bytes: forwarded unobserved",
-                        self._settings.max_line_bytes,
-                    )
-                await self._output.write(piece)
-                while not ends_line:
-                    piece, ends_line = await _read_piece(self._agent_output)
-                    await self._output.write(piece)
+        """Copy the agent's lines to the editor, each whole under the output lock (the mirror writes there too)."""
+        await self._forward(self._agent_output, self._to_editor, self._to_agent, from_agent=True)
 
 
-# Command line
-
-
-def parse_arguments(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    """Split ``[options] -- agent command…`` into settings overrides and the agent command."""
-    parser = argparse.ArgumentParser(
-        prog="sessiontodo-acp-proxy",
-        description="Run an ACP agent behind a transparent stdio proxy that keeps its session plans in sessiontodo.",
-        epilog="Every option can also be set as SESSIONTODO_ACP_<OPTION> in the environment.",
-    )
-    parser.add_argument("--address", help="host:port of the sessiontodo gRPC service (default 127.0.0.1:50051)")
-    parser.add_argument("--log-level", help="logging level for stderr (default INFO)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- followed by the agent command and its arguments")
-    arguments = parser.parse_args(argv)
-    command = list(arguments.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if not command:
-        parser.error("give the agent command after --, e.g. sessiontodo-acp-proxy -- my-agent --acp")
-    overrides = {name: value for name in ("address", "log_level") if (value := getattr(arguments, name)) is not None}
-    return overrides, command
+# Standard streams
 
 
 class _FileWriter:
@@ -234,24 +258,32 @@ def _is_regular_file(fd: int) -> bool:
     return stat.S_ISREG(os.fstat(fd).st_mode)
 
 
+async def _pipe_writer(pipe: IO[bytes]) -> asyncio.StreamWriter:
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _pipe_reader(pipe: IO[bytes], limit: int) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=limit)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader
+
+
 @contextlib.asynccontextmanager
 async def editor_stdio(protocol_output_fd: int, limit: int) -> AsyncIterator[tuple[asyncio.StreamReader, ByteWriter]]:
     """The editor's ends: stdin as a reader, the protocol output as a writer (pipes, sockets, ttys or files)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
     feeder: asyncio.Task[None] | None = None
     if _is_regular_file(sys.stdin.fileno()):
+        reader = asyncio.StreamReader(limit=limit)
         feeder = asyncio.create_task(_feed_from_file(sys.stdin.fileno(), reader))
     else:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        reader = await _pipe_reader(sys.stdin.buffer, limit)
     writer: ByteWriter
     if _is_regular_file(protocol_output_fd):
         writer = _FileWriter(protocol_output_fd)
     else:
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(protocol_output_fd, "wb", buffering=0)
-        )
-        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        writer = await _pipe_writer(os.fdopen(protocol_output_fd, "wb", buffering=0))
     try:
         yield reader, writer
     finally:
@@ -260,57 +292,39 @@ async def editor_stdio(protocol_output_fd: int, limit: int) -> AsyncIterator[tup
             await asyncio.gather(feeder, return_exceptions=True)
 
 
-async def serve(settings: ProxySettings, command: list[str], protocol_output_fd: int) -> int:
-    """Start the agent, connect the editor's stdio and sessiontodo, and proxy until the agent exits."""
-    # Signals are caught before the agent exists, so that none can kill the proxy and orphan it.
-    agents: list[asyncio.subprocess.Process] = []
-    received: list[int] = []
-
-    def forward(signum: int) -> None:
-        received.append(signum)
-        for agent in agents:
-            signal_agent(agent, signum)
-
+async def serve(
+    settings: ProxySettings, agent: subprocess.Popen[bytes], received: list[int], protocol_output_fd: int
+) -> int:
+    """Take over the signals, connect the editor's stdio and the agent's pipes, proxy until the agent exits."""
+    running = Agent(agent)
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, forward, signum)
-    try:
-        # The agent is started before any gRPC object exists: fork() after gRPC starts is unsupported.
-        agent = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=settings.max_line_bytes,
-            start_new_session=True,
-        )
-    except OSError as error:
-        log.error("cannot start the agent %r: %s", command[0], error)
-        return 127
-    agents.append(agent)
+    for signum in FORWARDED_SIGNALS:
+        loop.add_signal_handler(signum, running.signal, signum)
     if received:
-        signal_agent(agent, received[-1])
-    async with (
-        editor_stdio(protocol_output_fd, settings.max_line_bytes) as (editor_input, editor_output),
-        TodoClient.connect(settings.address, retry=settings.backoff()) as todos,
-    ):
-        log.info("proxying %s; plans go to sessiontodo at %s", command, settings.address)
-        return await AcpPlanProxy(agent, editor_input, editor_output, todos, settings).run()
+        running.signal(received[-1])
+    assert agent.stdin is not None and agent.stdout is not None
+    agent_pipes = await _pipe_reader(agent.stdout, settings.max_line_bytes), await _pipe_writer(agent.stdin)
+    async with editor_stdio(protocol_output_fd, settings.max_line_bytes) as editor:
+        log.info("proxying %s", agent.args)
+        return await AcpPlanProxy(running, editor, agent_pipes, settings).run()
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    overrides, command = parse_arguments(sys.argv[1:] if argv is None else argv)
-    settings = ProxySettings(**overrides)
+def run(agent: subprocess.Popen[bytes], flags: Sequence[str], received: list[int], protocol_output_fd: int) -> int:
+    """Read the settings (stopping the already started agent if they are invalid) and proxy."""
+    try:
+        settings = ProxySettings.from_flags(flags)
+    except BaseException:
+        _kill(agent)
+        raise
     logging.basicConfig(
         stream=sys.stderr,
         level=settings.log_level.upper(),
         format="%(asctime)s sessiontodo-acp-proxy %(levelname)s %(name)s: %(message)s",
     )
-    # stdout is the protocol: keep a private handle on it and point fd 1 at stderr, so that a
-    # stray print() anywhere in the process can never corrupt the JSON-RPC stream.
-    protocol_output_fd = os.dup(sys.stdout.fileno())
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.exit(asyncio.run(serve(settings, command, protocol_output_fd)))
+    return asyncio.run(serve(settings, agent, received, protocol_output_fd))
 
 
-if __name__ == "__main__":
-    main()
+def _kill(agent: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(agent.pid, signal.SIGKILL)
+    agent.wait()

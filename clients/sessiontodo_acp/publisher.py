@@ -55,7 +55,11 @@ class PlanPublisher:
         self.watch(session_id, restart=True)
 
     async def session_close(self, session_id: str) -> None:
-        """A closed ACP session: stop publishing and remove its sessiontodo session."""
+        """A closed ACP session (``session/close``): stop publishing; the session and its plan stay."""
+        await self.unwatch(session_id)
+
+    async def session_delete(self, session_id: str) -> None:
+        """A deleted ACP session (``session/delete``): stop publishing and remove its sessiontodo session."""
         await self.unwatch(session_id)
         await self._todos.remove_session(session_id)
 

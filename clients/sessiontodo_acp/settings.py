@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessiontodo_client import RetryPolicy
+if TYPE_CHECKING:
+    from sessiontodo_client.retry import RetryPolicy
 
 
 class ProxySettings(BaseSettings):
-    """Every knob of ``sessiontodo-acp-proxy``; flags win over environment variables, which win over defaults."""
+    """sessiontodo-acp-proxy [options] -- <agent command…>: keeps an ACP agent's plans in sessiontodo."""
 
-    model_config = SettingsConfigDict(env_prefix="SESSIONTODO_ACP_")
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONTODO_ACP_", cli_kebab_case=True, cli_prog_name="sessiontodo-acp-proxy"
+    )
 
     address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC service.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr, never stdout.")
@@ -19,13 +25,39 @@ class ProxySettings(BaseSettings):
         5.0, ge=0, description="Seconds the agent gets to exit after the editor closes the proxy's input."
     )
     drain_timeout: float = Field(2.0, ge=0, description="Seconds pending plan writes get when the proxy exits.")
-    retry_initial: float = Field(0.2, gt=0, description="First delay before retrying a failed sessiontodo write.")
-    retry_max: float = Field(5.0, gt=0, description="Longest delay between retries of a failed sessiontodo write.")
+    retry_initial: float = Field(0.2, gt=0, description="Longest first delay before retrying a sessiontodo write.")
+    retry_max: float = Field(5.0, gt=0, description="Longest delay between retries of a sessiontodo write.")
+    retry_attempts: int = Field(8, ge=1, description="Tries per sessiontodo write while sessiontodo is unavailable.")
+    retry_deadline: float = Field(
+        60.0, gt=0, description="Seconds after which a sessiontodo write is not tried again (the job is dropped)."
+    )
+    idle_ttl: float = Field(
+        7 * 24 * 3600.0,
+        ge=0,
+        description="Seconds without a change after which sessiontodo forgets a session the proxy created "
+        "(an abandoned editor's); 0 keeps sessions until deleted.",
+    )
     max_line_bytes: int = Field(
         64 << 20,
         ge=1024,
-        description="Messages up to this size are observed; longer ones are forwarded untouched but not observed.",
+        description="Largest message forwarded, in bytes; a longer one is refused with a JSON-RPC error.",
     )
 
-    def backoff(self) -> RetryPolicy:
-        return RetryPolicy(initial=self.retry_initial, maximum=self.retry_max)
+    @classmethod
+    def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
+        """Settings from the proxy's own flags (everything before ``--``), the environment and defaults."""
+        return cls(_cli_parse_args=list(flags))  # type: ignore[call-arg]
+
+    def session_idle_ttl(self) -> float | None:
+        return self.idle_ttl or None
+
+    def retry_policy(self) -> RetryPolicy:
+        """How a sessiontodo write (one job) and the channel's reconnects back off."""
+        from sessiontodo_client.retry import RetryPolicy  # gRPC loads after the agent started (see launch)
+
+        return RetryPolicy(
+            attempts=self.retry_attempts,
+            initial=self.retry_initial,
+            maximum=max(self.retry_max, self.retry_initial),
+            deadline=self.retry_deadline,
+        )

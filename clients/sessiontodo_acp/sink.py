@@ -15,6 +15,7 @@ from acp.schema import AgentPlanUpdate
 from sessiontodo_acp._session_jobs import SessionJobs
 from sessiontodo_acp.conversions import keep_known_ids, read_plan_update
 from sessiontodo_client import NotFound, RetryPolicy, Todo, TodoClient
+from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class PlanSink:
     with backoff; errors are logged, never raised into the ACP connection.
     """
 
-    def __init__(self, todos: TodoClient, backoff: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(self, todos: TodoClient, backoff: RetryPolicy = DEFAULT_RETRY) -> None:
         self._todos = todos
         self._jobs = SessionJobs(backoff)
         self._stored: dict[str, list[Todo]] = {}
@@ -61,13 +62,21 @@ class PlanSink:
         self._jobs.submit(session_id, create, "create session")
 
     def session_close(self, session_id: str) -> None:
-        """A closed ACP session: queue the removal of its sessiontodo session (after its pending plans)."""
+        """A closed ACP session (``session/close``): forget it once its pending plans are written; the plan stays."""
+
+        async def forget() -> None:
+            self._stored.pop(session_id, None)
+
+        self._jobs.submit(session_id, forget, "forget the closed session")
+
+    def session_delete(self, session_id: str) -> None:
+        """A deleted ACP session (``session/delete``): remove its sessiontodo session; pending plans are moot."""
 
         async def remove() -> None:
             await self._todos.remove_session(session_id)
             self._stored.pop(session_id, None)
 
-        self._jobs.submit(session_id, remove, "remove session")
+        self._jobs.submit(session_id, remove, "remove session", supersedes=True)
 
     async def flush(self, session_id: str) -> None:
         """Wait until every update received so far for the session has been applied (or dropped)."""

@@ -6,7 +6,6 @@ from sessiontodo_client.client import (
     InvalidArgument,
     NotFound,
     ResourceExhausted,
-    RetryPolicy,
     ServiceError,
     TodoClient,
     Unavailable,
@@ -25,6 +24,7 @@ from sessiontodo_client.models import (
     UpdatedTodo,
     WatchEvent,
 )
+from sessiontodo_client.retry import RetryPolicy, is_transient
 
 __all__ = [
     "Aborted",
@@ -48,4 +48,5 @@ __all__ = [
     "Unavailable",
     "UpdatedTodo",
     "WatchEvent",
+    "is_transient",
 ]

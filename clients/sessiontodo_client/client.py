@@ -1,8 +1,9 @@
 """The typed async client of ``sessiontodo.v1.TodoService``.
 
 The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connect``.
-Calls whose repetition is harmless are retried with backoff while the service is
-UNAVAILABLE; ``add_todo`` sends a request id so that its retry can never add twice.
+Calls whose repetition is harmless are retried while the service is UNAVAILABLE, by the
+client's ``RetryPolicy`` (``sessiontodo_client.retry``: full jitter, attempts, a deadline);
+``add_todo`` sends a request id so that its retry can never add twice.
 ``replace_todos`` and ``remove_todo`` are not retried (UNAVAILABLE may come after the write
 was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
 the id when the caller gives none, so its retry can never create two sessions. ``watch`` and
@@ -17,7 +18,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -42,6 +42,7 @@ from sessiontodo_client.models import (
     UpdatedTodo,
     WatchEvent,
 )
+from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -219,32 +220,17 @@ def feed_event_from_pb(message: pb.WatchChangesResponse) -> FeedEvent:
     return FeedEvent(**_event_fields(message), cursor=message.cursor)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff for UNAVAILABLE: ``attempts`` tries, delays doubling from ``initial`` to ``maximum``."""
-
-    attempts: int = 5
-    initial: float = 0.1
-    maximum: float = 2.0
-
-    def delay(self, attempt: int) -> float:
-        return min(self.initial * 2 ** min(attempt, 30), self.maximum)
-
-    def delays(self) -> list[float]:
-        return [self.delay(n) for n in range(self.attempts - 1)]
-
-
 class TodoClient:
     """Every rpc of ``TodoService`` with typed arguments and results."""
 
-    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> None:
+    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy = DEFAULT_RETRY, timeout: float = 10.0) -> None:
         self._stub = pb_grpc.TodoServiceStub(channel)
         self._channel = channel
         self._retry = retry
         self._timeout = timeout
 
     @classmethod
-    def connect(cls, target: str, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> TodoClient:
+    def connect(cls, target: str, retry: RetryPolicy = DEFAULT_RETRY, timeout: float = 10.0) -> TodoClient:
         """A client on a new insecure channel to ``target`` (``host:port``), pinging idle connections.
 
         The channel reconnects with the retry policy's backoff: gRPC's default grows to 120 s,
@@ -272,17 +258,18 @@ class TodoClient:
         await self.close()
 
     async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any, *, retry: bool = True) -> T:
-        """One call, retried with backoff while UNAVAILABLE when ``retry``: only for calls whose
-        repetition is harmless, since UNAVAILABLE can also come after the server applied a write."""
-        for delay in [*(self._retry.delays() if retry else ()), None]:
-            try:
+        """One call, retried by the client's ``RetryPolicy`` while UNAVAILABLE when ``retry``: only for
+        calls whose repetition is harmless, since UNAVAILABLE can also come after the server applied a write."""
+
+        def on_retry(error: BaseException, delay: float) -> None:
+            log.debug("%s unavailable, retrying in %.2fs", type(request).__name__, delay)
+
+        try:
+            if not retry:
                 return await rpc(request, timeout=self._timeout)
-            except grpc.aio.AioRpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE or delay is None:
-                    raise service_error(error) from None
-                log.debug("%s unavailable, retrying in %.2fs", type(request).__name__, delay)
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+            return await self._retry.run(lambda: rpc(request, timeout=self._timeout), on_retry=on_retry)
+        except grpc.aio.AioRpcError as error:
+            raise service_error(error) from None
 
     async def create_session(
         self,

@@ -40,11 +40,14 @@ class RecordingEditor:
 
     def __init__(self) -> None:
         self.plans: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
+        self.raw_plans: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        """Each plan update as JSON (entries and the plan's own ``_meta``)."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if isinstance(update, AgentPlanUpdate):
-            entries = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in update.entries]
-            self.plans[session_id].append(entries)
+            raw = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.raw_plans[session_id].append(raw)
+            self.plans[session_id].append(raw["entries"])
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -68,10 +71,30 @@ class ProxiedEditor:
         response = await self.conn.new_session(cwd=str(ROOT), mcp_servers=[])
         return str(response.session_id)
 
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """A raw JSON-RPC request (for methods the Python SDK 0.12.1 client lacks, like ``session/delete``)."""
+        return await asyncio.wait_for(self.conn._conn.send_request(method, params), 30)
+
+    @property
+    def raw_plans(self) -> dict[str, list[dict[str, Any]]]:
+        return self.editor.raw_plans
+
+    async def logged(self, text: str) -> None:
+        """Wait until the proxy has logged a line containing ``text``."""
+        await eventually_true(lambda: any(text in line for line in self.log))
+
     async def send_plans(self, session_id: str, *plans: list[dict[str, Any]]) -> None:
         """Have the test agent send these plans (entry JSON objects), in order, within one prompt."""
         text = TextContentBlock(type="text", text=json.dumps({"plans": list(plans)}))
         await asyncio.wait_for(self.conn.prompt(session_id=session_id, prompt=[text]), 30)
+
+
+async def eventually_true(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "not within the time bound"
+        await asyncio.sleep(0.05)
 
 
 async def _collect(stream: asyncio.StreamReader, lines: list[str]) -> None:

@@ -2,12 +2,14 @@
 
 Run over stdio: ``python tests/acp/plan_agent.py``. A prompt whose text is JSON
 ``{"plans": [[entry, …], …]}`` makes it send each plan, in order, as a ``session/update``
-``plan`` notification, then end the turn. Entries are sent exactly as given: valid ones
+``plan`` notification, then end the turn (a plan given as ``{"entries": […], "_meta": {…}}``
+carries a plan-level ``_meta``). Entries are sent exactly as given: valid ones
 through the SDK's typed ``session_update``, lists with values outside ACP's sets as raw
 JSON (the SDK would refuse to build them). ``session/new`` takes the session id from
 ``_meta.wantedSessionId`` when given, else makes one up. It supports ``session/load`` (replaying the last
-plan it sent for the session, if it knows the session), ``session/close``, and answers any
-extension method ``_…`` with the method name and params it received.
+plan it sent for the session, if it knows the session), ``session/close``, ``session/delete``
+(which forgets the session), and answers any extension method ``_…`` with the method name and
+params it received.
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ import sys
 import uuid
 from typing import Any, cast
 
+import acp.agent.connection
+from acp.agent.router import build_agent_router
+from acp.meta import AGENT_METHODS
 from acp.schema import (
     AgentCapabilities,
     AgentPlanUpdate,
     CloseSessionResponse,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -30,12 +37,23 @@ from acp.schema import (
     PromptResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionDeleteCapabilities,
 )
 from pydantic import ValidationError
 
 import acp
 
 log = logging.getLogger("plan_agent")
+
+
+def _router_with_delete(agent: Any, use_unstable_protocol: bool = False) -> Any:
+    """SDK 0.12.1 knows ``session/delete``'s schema but routes no handler to it: add the route."""
+    router = build_agent_router(agent, use_unstable_protocol=use_unstable_protocol)
+    router.route_request(AGENT_METHODS["session_delete"], DeleteSessionRequest, agent, "delete_session")
+    return router
+
+
+acp.agent.connection.build_agent_router = _router_with_delete
 
 
 def _typed_entries(entries: list[Any]) -> list[PlanEntry] | None:
@@ -51,7 +69,7 @@ class PlanAgent:
 
     def __init__(self) -> None:
         self._conn: Any = None
-        self._last_plans: dict[str, list[Any]] = {}
+        self._last_plans: dict[str, list[Any] | dict[str, Any]] = {}
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -60,7 +78,10 @@ class PlanAgent:
         return InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
-                load_session=True, session_capabilities=SessionCapabilities(close=SessionCloseCapabilities())
+                load_session=True,
+                session_capabilities=SessionCapabilities(
+                    close=SessionCloseCapabilities(), delete=SessionDeleteCapabilities()
+                ),
             ),
         )
 
@@ -74,8 +95,11 @@ class PlanAgent:
         return LoadSessionResponse()
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        self._last_plans.pop(session_id, None)
         return CloseSessionResponse()
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> DeleteSessionResponse:
+        self._last_plans.pop(session_id, None)
+        return DeleteSessionResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
@@ -83,8 +107,8 @@ class PlanAgent:
             command = json.loads(text)
         except ValueError:
             command = {}
-        for entries in command.get("plans", []):
-            await self._send_plan(session_id, entries)
+        for plan in command.get("plans", []):
+            await self._send_plan(session_id, plan)
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -96,13 +120,13 @@ class PlanAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
 
-    async def _send_plan(self, session_id: str, entries: list[Any]) -> None:
-        self._last_plans[session_id] = entries
+    async def _send_plan(self, session_id: str, plan: list[Any] | dict[str, Any]) -> None:
+        self._last_plans[session_id] = plan
+        entries, meta = (plan["entries"], plan.get("_meta")) if isinstance(plan, dict) else (plan, None)
         typed = _typed_entries(entries)
         if typed is not None:
-            await self._conn.session_update(
-                session_id=session_id, update=AgentPlanUpdate(session_update="plan", entries=typed)
-            )
+            update = AgentPlanUpdate(session_update="plan", entries=typed, field_meta=meta)
+            await self._conn.session_update(session_id=session_id, update=update)
         else:
             raw = {"sessionUpdate": "plan", "entries": entries}
             await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": raw})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from acp.schema import AgentPlanUpdate, SessionNotification
@@ -28,7 +29,7 @@ def test_a_todo_becomes_an_entry_with_its_id_in_meta() -> None:
         "content": "Write tests",
         "status": "in_progress",
         "priority": "high",
-        "_meta": {"todoId": "t-42"},
+        "_meta": {"sessiontodo/todoId": "t-42"},
     }
 
 
@@ -38,7 +39,7 @@ def test_a_cancelled_todo_is_sent_as_a_visibly_cancelled_completed_entry() -> No
         "content": "[cancelled] Old idea",
         "status": "completed",
         "priority": "low",
-        "_meta": {"todoId": "t-1", "todoStatus": "cancelled"},
+        "_meta": {"sessiontodo/todoId": "t-1", "sessiontodo/todoStatus": "cancelled"},
     }
 
 
@@ -128,14 +129,14 @@ def test_entries_that_are_not_a_list_read_as_an_empty_plan() -> None:
 
 def test_a_repeated_todo_id_is_kept_only_on_its_first_entry() -> None:
     entries = [
-        {"content": "a", "status": "pending", "priority": "low", "_meta": {"todoId": "same"}},
-        {"content": "b", "status": "pending", "priority": "low", "_meta": {"todoId": "same"}},
+        {"content": "a", "status": "pending", "priority": "low", "_meta": {"sessiontodo/todoId": "same"}},
+        {"content": "b", "status": "pending", "priority": "low", "_meta": {"sessiontodo/todoId": "same"}},
     ]
     assert [t.id for t in read_plan_entries(entries).todos] == ["same", ""]
 
 
 def test_a_non_string_todo_id_is_ignored() -> None:
-    entries = [{"content": "a", "status": "pending", "priority": "low", "_meta": {"todoId": 5}}]
+    entries = [{"content": "a", "status": "pending", "priority": "low", "_meta": {"sessiontodo/todoId": 5}}]
     assert read_plan_entries(entries).todos[0].id == ""
 
 
@@ -177,7 +178,54 @@ def test_a_plan_notification_is_a_json_rpc_session_update_without_nulls() -> Non
             "sessionId": "s-1",
             "update": {
                 "sessionUpdate": "plan",
-                "entries": [{"content": "a", "status": "pending", "priority": "medium", "_meta": {"todoId": "t"}}],
+                "entries": [
+                    {"content": "a", "status": "pending", "priority": "medium", "_meta": {"sessiontodo/todoId": "t"}}
+                ],
             },
         },
     }
+
+
+def test_an_agents_entry_and_plan_meta_round_trip_through_todo_metadata() -> None:
+    entries = [
+        {
+            "content": "Estimate",
+            "status": "pending",
+            "priority": "high",
+            "_meta": {"example.com/estimate": {"hours": 3}, "todoId": "agent-own", "sessiontodo/todoId": "t-1"},
+        }
+    ]
+    plan_meta = {"example.com/planner": "v2", "traceparent": "00-abc-def-01"}
+
+    (todo,) = read_plan_entries(entries, plan_meta).todos
+
+    assert todo.id == "t-1", "only the namespaced key is read as the id"
+    assert json.loads(todo.metadata["acp/_meta"]) == {"example.com/estimate": {"hours": 3}, "todoId": "agent-own"}
+    assert json.loads(todo.metadata["acp/plan._meta"]) == plan_meta
+    update = plan_update_from_todos([todo]).model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert update["_meta"] == plan_meta
+    assert update["entries"][0]["_meta"] == {
+        "example.com/estimate": {"hours": 3},
+        "todoId": "agent-own",
+        "sessiontodo/todoId": "t-1",
+    }
+
+
+def test_an_agents_own_todo_id_key_is_never_taken_as_sessiontodos_id() -> None:
+    entries = [{"content": "a", "status": "pending", "priority": "low", "_meta": {"todoId": "agent-42"}}]
+    (todo,) = read_plan_entries(entries).todos
+    assert todo.id == ""
+    assert json.loads(todo.metadata["acp/_meta"]) == {"todoId": "agent-42"}
+
+
+def test_metadata_other_backends_stored_on_a_todo_survives_the_agents_next_plan() -> None:
+    current = [Todo(id="t-a", content="a", metadata={"opencode/extra": "x", "acp/_meta": "{}"})]
+    (kept,) = keep_known_ids([Todo(content="a", metadata={"acp/_meta": '{"k":1}'})], current)
+    assert kept.metadata == {"opencode/extra": "x", "acp/_meta": '{"k":1}'}
+
+
+def test_stored_meta_that_is_not_a_json_object_is_left_out_of_the_entry() -> None:
+    todo = Todo(id="t", content="c", metadata={"acp/_meta": "not json", "acp/plan._meta": "[1]"})
+    update = plan_update_from_todos([todo]).model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert update["entries"][0]["_meta"] == {"sessiontodo/todoId": "t"}
+    assert "_meta" not in update

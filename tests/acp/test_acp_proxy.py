@@ -70,7 +70,7 @@ async def test_a_change_by_another_client_reaches_the_editor_as_a_plan_update(se
 
         await soon(lambda: proxied.editor.plans[session_id] != [])
         assert proxied.editor.plans[session_id] == [
-            [{"content": "from gRPC", "status": "pending", "priority": "low", "_meta": {"todoId": "g-1"}}]
+            [{"content": "from gRPC", "status": "pending", "priority": "low", "_meta": {"sessiontodo/todoId": "g-1"}}]
         ]
 
 
@@ -108,7 +108,7 @@ async def test_a_cancelled_todo_survives_a_round_trip_through_the_editor_and_the
                 "content": "[cancelled] Old idea",
                 "status": "completed",
                 "priority": "medium",
-                "_meta": {"todoId": "c-1", "todoStatus": "cancelled"},
+                "_meta": {"sessiontodo/todoId": "c-1", "sessiontodo/todoStatus": "cancelled"},
             }
         ]
 
@@ -146,7 +146,9 @@ async def test_values_outside_acps_sets_are_stored_mapped_and_the_proxy_carries_
         await soon(lambda: _stored_equals(client, session_id, [("fine", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
 
 
-async def test_loading_a_session_resends_its_current_plan(server, client, open_editor) -> None:
+async def test_a_session_loaded_by_a_new_editor_is_watched_without_pushing_the_stored_plan(
+    server, client, open_editor
+) -> None:
     async with open_editor(server.address) as first:
         session_id = await first.new_session()
         await first.send_plans(session_id, [entry("kept across editors")])
@@ -158,26 +160,40 @@ async def test_loading_a_session_resends_its_current_plan(server, client, open_e
 
     async with open_editor(server.address) as second:
         await second.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+        await second.logged(f"session {session_id}: watching")
+        await client.add_todo(session_id, Todo(content="added elsewhere"))
         await soon(lambda: second.editor.plans[session_id] != [])
-        assert second.editor.contents(session_id) == [["kept across editors"]]
+        assert second.editor.contents(session_id) == [["kept across editors", "added elsewhere"]]
 
 
-async def test_reloading_an_open_session_ends_on_sessiontodos_plan_not_the_agents_replay(
+async def test_the_plan_an_agent_replays_on_load_is_stored_and_never_overwritten_by_an_older_list(
     server, client, open_editor
 ) -> None:
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
-        await proxied.send_plans(session_id, [entry("agent's plan")])
-        await soon(
-            lambda: _stored_equals(client, session_id, [("agent's plan", TodoStatus.PENDING, TodoPriority.MEDIUM)])
-        )
-        await client.replace_todos(session_id, [Todo(content="changed elsewhere")])
-        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["changed elsewhere"]])
+        await proxied.send_plans(session_id, [entry("A"), entry("B"), entry("C")])
+        await soon(lambda: _stored_contents(client, session_id, ["A", "B", "C"]))
+        await client.replace_todos(session_id, [Todo(content="older elsewhere")])
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["older elsewhere"]])
 
         await proxied.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
 
-        await soon(lambda: proxied.editor.contents(session_id)[-2:] == [["agent's plan"], ["changed elsewhere"]])
-        assert await stored(client, session_id) == [("changed elsewhere", TodoStatus.PENDING, TodoPriority.MEDIUM)]
+        await soon(lambda: _stored_contents(client, session_id, ["A", "B", "C"]))
+        await client.add_todo(session_id, Todo(content="D"))
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["A", "B", "C", "D"]])
+        assert proxied.editor.contents(session_id) == [
+            ["A", "B", "C"],
+            ["older elsewhere"],
+            ["A", "B", "C"],  # the replay, forwarded
+            ["A", "B", "C", "D"],
+        ]
+
+
+async def _stored_contents(client: TodoClient, session_id: str, contents: list[str]) -> bool:
+    try:
+        return [todo.content for todo in (await client.get_todos(session_id)).todos] == contents
+    except NotFound:
+        return False
 
 
 async def test_loading_a_session_sessiontodo_lost_keeps_the_plan_the_agent_replays(server, client, open_editor) -> None:
@@ -222,15 +238,70 @@ async def test_a_session_id_sessiontodo_refuses_is_forwarded_only(server, client
         assert [s.session_id for s in await client.list_sessions()] == [ordinary]
 
 
-async def test_closing_a_session_removes_it_from_sessiontodo(server, client, open_editor) -> None:
+async def test_closing_a_session_keeps_its_plan_and_releases_only_the_proxys_resources(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("stays")])
+        await soon(lambda: _stored_contents(client, session_id, ["stays"]))
+
+        await proxied.conn.close_session(session_id=session_id)
+
+        await proxied.logged(f"session {session_id} closed")
+        assert await stored(client, session_id) == [("stays", TodoStatus.PENDING, TodoPriority.MEDIUM)]
+        # Loading it again replays the agent's plan, which stays the stored one.
+        proxied.log.clear()
+        await proxied.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+        await proxied.logged(f"session {session_id}: watching")
+        await client.add_todo(session_id, Todo(content="after the load"))
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["stays", "after the load"]])
+
+
+async def test_deleting_a_session_removes_it_from_sessiontodo(server, client, open_editor) -> None:
     async with open_editor(server.address) as proxied:
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("soon gone")])
         await soon(lambda: _exists(client, session_id))
 
-        await proxied.conn.close_session(session_id=session_id)
+        assert await proxied.request("session/delete", {"sessionId": session_id}) == {}
 
         await soon(lambda: _gone(client, session_id))
+
+
+async def test_a_plan_sessiontodo_refuses_pauses_mirroring_until_the_agent_sends_one_it_accepts(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("accepted")])
+        await soon(lambda: _stored_contents(client, session_id, ["accepted"]))
+
+        huge = [entry(f"step {n}") for n in range(1500)]  # over the 1,000-todo limit
+        await proxied.send_plans(session_id, huge)
+        await proxied.logged("does not hold the agent's latest plan")
+        await client.add_todo(session_id, Todo(content="stale edit elsewhere"))
+
+        await proxied.send_plans(session_id, [entry("accepted again")])
+        await soon(lambda: _stored_contents(client, session_id, ["accepted again"]))
+        await client.add_todo(session_id, Todo(content="fresh edit elsewhere"))
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["accepted again", "fresh edit elsewhere"]])
+
+        shown = proxied.editor.contents(session_id)
+        assert [len(plan) for plan in shown] == [1, 1500, 1, 2], "the stale list never reached the editor"
+
+
+async def test_an_entry_sessiontodo_refuses_pauses_mirroring_as_well(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("x" * 5000)])  # over the 4,096-character limit
+        await proxied.logged("does not hold the agent's latest plan")
+        await client.add_todo(session_id, Todo(content="stale edit elsewhere"))
+        await proxied.send_plans(session_id, [entry("fine")])
+        await soon(lambda: _stored_contents(client, session_id, ["fine"]))
+        await client.add_todo(session_id, Todo(content="fresh"))
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["fine", "fresh"]])
+        assert [plan[-1][:5] for plan in proxied.editor.contents(session_id)] == ["xxxxx", "fine", "fresh"]
 
 
 async def _gone(client: TodoClient, session_id: str) -> bool:
@@ -241,7 +312,11 @@ async def test_plans_reach_the_editor_while_sessiontodo_is_down_and_are_stored_o
     start, open_editor
 ) -> None:
     port = free_port()
-    fast_retries = {"SESSIONTODO_ACP_RETRY_INITIAL": "0.1", "SESSIONTODO_ACP_RETRY_MAX": "0.5"}
+    fast_retries = {
+        "SESSIONTODO_ACP_RETRY_INITIAL": "0.1",
+        "SESSIONTODO_ACP_RETRY_MAX": "0.5",
+        "SESSIONTODO_ACP_RETRY_ATTEMPTS": "1000",
+    }
     async with open_editor(f"127.0.0.1:{port}", **fast_retries) as proxied:
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("draft")], [entry("final")])
@@ -274,12 +349,23 @@ async def test_every_byte_passes_through_unchanged_and_nothing_else_reaches_stdo
     assert stdout == data
 
 
-async def test_a_line_longer_than_the_observed_limit_is_forwarded_unchanged(raw_proxy) -> None:
-    big = json.dumps({"jsonrpc": "2.0", "method": "x/big", "params": {"blob": "y" * 300_000}}).encode() + b"\n"
-    data = big + b'{"jsonrpc":"2.0","method":"x/after"}\n'
-    code, stdout = await raw_proxy(["cat"], data, SESSIONTODO_ACP_MAX_LINE_BYTES="4096")
+async def test_a_line_from_the_editor_over_the_limit_is_refused_whole_with_a_json_rpc_error(raw_proxy) -> None:
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x/big", "params": {"blob": "y" * 300_000}}).encode()
+    after = b'{"jsonrpc":"2.0","method":"x/after"}\n'
+    code, stdout = await raw_proxy(["cat"], big + b"\n" + after, SESSIONTODO_ACP_MAX_LINE_BYTES="4096")
     assert code == 0
-    assert stdout == data
+    refusal, forwarded = stdout.splitlines(keepends=True)
+    assert json.loads(refusal)["error"]["code"] == -32600
+    assert json.loads(refusal)["id"] is None
+    assert forwarded == after, "nothing of the long line reached the agent, the next line did"
+
+
+async def test_a_line_from_the_agent_over_the_limit_is_refused_whole_too(raw_proxy) -> None:
+    agent = "import sys; print('[' + '1,' * 150000 + '1]', flush=True); sys.stdout.write(sys.stdin.readline())"
+    after = b'{"jsonrpc":"2.0","method":"x/after"}\n'
+    code, stdout = await raw_proxy([sys.executable, "-c", agent], after, SESSIONTODO_ACP_MAX_LINE_BYTES="4096")
+    assert code == 0
+    assert stdout == after
 
 
 async def test_the_proxy_exits_with_the_agents_exit_code(raw_proxy) -> None:
@@ -341,10 +427,10 @@ async def test_a_signal_to_the_proxy_stops_the_agent_and_the_proxy_reports_it(tm
 
 
 def test_the_command_line_needs_an_agent_command(capsys) -> None:
-    from sessiontodo_acp.proxy import parse_arguments
+    from sessiontodo_acp.launch import main
 
     try:
-        parse_arguments(["--address", "h:1"])
+        main(["--address", "h:1"])
     except SystemExit as exit:
         assert exit.code == 2
     else:
@@ -353,7 +439,116 @@ def test_the_command_line_needs_an_agent_command(capsys) -> None:
 
 
 def test_flags_and_the_agent_command_are_split_at_the_double_dash() -> None:
-    from sessiontodo_acp.proxy import parse_arguments
+    from sessiontodo_acp.launch import split_command
 
-    overrides, command = parse_arguments(["--address", "h:1", "--", "agent", "--address", "x"])
-    assert (overrides, command) == ({"address": "h:1"}, ["agent", "--address", "x"])
+    assert split_command(["--address", "h:1", "--", "agent", "--address", "x"]) == (
+        ["--address", "h:1"],
+        ["agent", "--address", "x"],
+    )
+
+
+def test_every_setting_is_a_flag_derived_from_the_settings_model(monkeypatch) -> None:
+    from sessiontodo_acp.settings import ProxySettings
+
+    monkeypatch.setenv("SESSIONTODO_ACP_RETRY_ATTEMPTS", "3")
+    settings = ProxySettings.from_flags(
+        ["--address", "h:1", "--max-line-bytes", "4096", "--retry-deadline", "7", "--agent-exit-timeout", "1"]
+    )
+    assert (settings.address, settings.max_line_bytes, settings.retry_deadline) == ("h:1", 4096, 7.0)
+    assert (settings.agent_exit_timeout, settings.retry_attempts) == (1.0, 3)
+    assert set(ProxySettings.model_fields) <= {
+        "address",
+        "log_level",
+        "agent_exit_timeout",
+        "drain_timeout",
+        "retry_initial",
+        "retry_max",
+        "retry_attempts",
+        "retry_deadline",
+        "max_line_bytes",
+        "idle_ttl",
+    }
+
+
+def test_an_invalid_flag_is_a_usage_error(capsys) -> None:
+    from sessiontodo_acp.settings import ProxySettings
+
+    try:
+        ProxySettings.from_flags(["--max-line-bytes", "12"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("expected a usage error")
+
+
+async def test_a_session_changed_elsewhere_after_the_agents_last_plan_is_shown_on_load(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as first:
+        session_id = await first.new_session()
+        await first.send_plans(session_id, [entry("the agent's plan")])
+        await soon(lambda: _stored_contents(client, session_id, ["the agent's plan"]))
+
+    await client.add_todo(session_id, Todo(content="added while no editor was open"), origin="another-backend")
+
+    async with open_editor(server.address) as second:  # a fresh agent: nothing to replay
+        await second.conn.load_session(cwd=str(Path.cwd()), session_id=session_id, mcp_servers=[])
+        await soon(lambda: second.editor.plans[session_id] != [])
+        assert second.editor.contents(session_id) == [["the agent's plan", "added while no editor was open"]]
+
+
+async def test_reloading_a_session_last_changed_by_the_agent_shows_nothing(server, client, open_editor) -> None:
+    async with open_editor(server.address) as first:
+        session_id = await first.new_session()
+        await first.send_plans(session_id, [entry("the agent's plan")])
+        await soon(lambda: _stored_contents(client, session_id, ["the agent's plan"]))
+
+    async with open_editor(server.address) as second:
+        await second.request("session/load", {"sessionId": session_id, "cwd": str(Path.cwd()), "mcpServers": []})
+        await client.add_todo(session_id, Todo(content="later"), origin="another-backend")
+        await soon(lambda: second.editor.plans[session_id] != [])
+        assert second.editor.contents(session_id) == [["the agent's plan", "later"]], "no injected plan came first"
+
+
+async def test_entry_and_plan_meta_round_trip_through_sessiontodo_and_the_agents_keys_stay_its_own(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        agent_meta: dict[str, Any] = {"example.com/estimate": {"hours": 3}, "todoId": "the-agent's-own"}
+        plan = {"entries": [{**entry("Estimate"), "_meta": agent_meta}], "_meta": {"example.com/planner": "v2"}}
+        await proxied.send_plans(session_id, plan)
+        await soon(lambda: _stored_contents(client, session_id, ["Estimate"]))
+        (stored_todo,) = (await client.get_todos(session_id)).todos
+        assert stored_todo.id != "the-agent's-own"
+
+        await client.add_todo(session_id, Todo(content="from elsewhere"), origin="another-backend")
+
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["Estimate", "from elsewhere"]])
+        notification = proxied.editor.raw_plans[session_id][-1]
+        assert notification.get("_meta") == {"example.com/planner": "v2"}
+        assert notification["entries"][0]["_meta"] == {**agent_meta, "sessiontodo/todoId": stored_todo.id}
+
+
+async def test_sessions_the_proxy_creates_expire_after_its_idle_ttl(server, client, open_editor) -> None:
+    async with open_editor(server.address, SESSIONTODO_ACP_IDLE_TTL="3600") as proxied:
+        session_id = await proxied.new_session()
+        await soon(lambda: _exists(client, session_id))
+        assert (await client.get_session(session_id)).idle_ttl == 3600
+
+
+async def test_a_session_loaded_right_after_it_was_closed_stays_mirrored(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("replayed after the close")])
+        await soon(lambda: _stored_contents(client, session_id, ["replayed after the close"]))
+        await client.replace_todos(session_id, [Todo(content="older elsewhere")], origin="another-backend")
+
+        load = {"sessionId": session_id, "cwd": str(Path.cwd()), "mcpServers": []}
+        await asyncio.gather(proxied.conn.close_session(session_id=session_id), proxied.request("session/load", load))
+
+        await soon(lambda: _stored_contents(client, session_id, ["replayed after the close"]))
+        await client.add_todo(session_id, Todo(content="still watched"), origin="another-backend")
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["replayed after the close", "still watched"]])

@@ -197,14 +197,17 @@ async def test_loading_a_session_resends_its_current_plan_to_the_editor(start) -
         await eventually(lambda: pair.editor.plans["earlier"] == [["from before"]])
 
 
-async def test_a_new_session_becomes_a_sessiontodo_session_and_closing_it_removes_it(start) -> None:
+async def test_a_new_session_becomes_a_sessiontodo_session_closing_keeps_it_and_deleting_removes_it(start) -> None:
     agent_side, editor_side = await start(), await start()
     async with connected(agent_side.address, TodoClient.connect(editor_side.address)) as pair:
         session_id = await pair.new_session()
         assert session_id in {s.session_id for s in await pair.agent_todos.list_sessions()}
 
         await pair.conn.close_session(session_id=session_id)
+        assert session_id in {s.session_id for s in await pair.agent_todos.list_sessions()}
+        assert pair.agent.publisher is not None and not pair.agent.publisher.watching(session_id)
 
+        await pair.agent.publisher.session_delete(session_id)
         assert session_id not in {s.session_id for s in await pair.agent_todos.list_sessions()}
 
 
@@ -264,7 +267,7 @@ async def test_the_sink_stores_a_cancelled_entry_as_cancelled_with_its_id(start)
         assert (await pair.editor_todos.get_todos(session_id)).todos == [todo]
 
 
-async def test_closing_a_session_in_the_sink_removes_it(start) -> None:
+async def test_closing_a_session_in_the_sink_keeps_it_and_deleting_removes_it(start) -> None:
     agent_side, editor_side = await start(), await start()
     async with connected(agent_side.address, TodoClient.connect(editor_side.address)) as pair:
         session_id = await pair.new_session()
@@ -273,7 +276,10 @@ async def test_closing_a_session_in_the_sink_removes_it(start) -> None:
 
         pair.editor.sink.session_close(session_id)
         await pair.editor.sink.flush(session_id)
+        assert session_id in {s.session_id for s in await pair.editor_todos.list_sessions()}
 
+        pair.editor.sink.session_delete(session_id)
+        await pair.editor.sink.flush(session_id)
         assert session_id not in {s.session_id for s in await pair.editor_todos.list_sessions()}
 
 
