@@ -1,0 +1,141 @@
+-- One write, whole: the list operation runs here, atomically, as mutations.apply does it in Python.
+-- ARGV[6] session id, [7] operation, [8] expected revision ('' : any), [9] request id ('' : none),
+-- [10] origin, [11] now, [12] history length, [13] max todos, [14] max list bytes, [15] max
+-- metadata bytes, [16] max labels, then the operation's arguments from [17]:
+--   replace: bytes, n, n ids, n encoded todos     add: id, encoded todo, bytes, index ('' : end), id given
+--   update: todo id, content, status, priority ('' : unchanged), metadata to set (JSON), keys to remove (JSON)
+--   remove: todo id                               session: labels to set (JSON), keys to remove (JSON), idle TTL
+-- Replies: {'ok', entry, index, missed} | {'same', state} | {'request', result, state} |
+-- {'missing'} | {'mismatch', revision} | {'duplicate'} | {'todo_missing'} | {'full', 'count' | 'bytes'} |
+-- {'metadata_too_large'} | {'list_too_large'} | {'too_many_labels'}
+local id, op = ARGV[6], ARGV[7]
+local st = load(id)
+if not st then return {'missing'} end
+local request_id = ARGV[9]
+if request_id ~= '' then
+  local at = redis.call('ZSCORE', key('qr', id), request_id)
+  if at and tonumber(at) >= st.rev - REQUEST_WINDOW then
+    return {'request', redis.call('HGET', key('q', id), request_id), state_reply(id, st)}
+  end
+end
+if ARGV[8] ~= '' and tonumber(ARGV[8]) ~= st.rev then return {'mismatch', int(st.rev)} end
+
+local todos, ids = key('t', id), key('i', id)
+local kind, todo_id, index, added = nil, '', 0, nil
+
+local function push_all(command, target, values)  -- in slices: unpack has a limit
+  for first = 1, #values, 1000 do
+    redis.call(command, target, unpack(values, first, math.min(first + 999, #values)))
+  end
+end
+
+if op == 'replace' then
+  local n = tonumber(ARGV[18])
+  local current = redis.call('LRANGE', todos, 0, -1)
+  local same = #current == n
+  for i = 1, n do
+    if not same then break end
+    same = current[i] == ARGV[18 + n + i]
+  end
+  if same then return {'same', state_reply(id, st)} end
+  redis.call('DEL', todos, ids)
+  local values, pairs_ = {}, {}
+  for i = 1, n do
+    values[i] = ARGV[18 + n + i]
+    pairs_[2 * i - 1], pairs_[2 * i] = ARGV[18 + i], ARGV[18 + n + i]
+  end
+  push_all('RPUSH', todos, values)
+  push_all('HSET', ids, pairs_)
+  st.bytes = tonumber(ARGV[17])
+  kind = 'todos_replaced'
+elseif op == 'add' then
+  local new_id, encoded = ARGV[17], ARGV[18]
+  if ARGV[21] == '1' and redis.call('HEXISTS', ids, new_id) == 1 then return {'duplicate'} end
+  local count = redis.call('LLEN', todos)
+  if count >= tonumber(ARGV[13]) then return {'full', 'count'} end
+  if st.bytes + tonumber(ARGV[19]) > tonumber(ARGV[14]) then return {'full', 'bytes'} end
+  index = count
+  if ARGV[20] ~= '' then index = math.min(math.max(tonumber(ARGV[20]), 0), count) end
+  if index == count then
+    redis.call('RPUSH', todos, encoded)
+  elseif index == 0 then
+    redis.call('LPUSH', todos, encoded)
+  else  -- encoded todos are unique (their ids are), so the one at the index is a precise pivot
+    redis.call('LINSERT', todos, 'BEFORE', redis.call('LINDEX', todos, index), encoded)
+  end
+  redis.call('HSET', ids, new_id, encoded)
+  st.bytes = st.bytes + tonumber(ARGV[19])
+  kind, todo_id, added = 'todo_added', new_id, encoded
+elseif op == 'update' or op == 'remove' then
+  todo_id = ARGV[17]
+  local old = redis.call('HGET', ids, todo_id)
+  if not old then return {'todo_missing'} end
+  local todo = cjson.decode(old)
+  local old_bytes = todo_bytes(todo)
+  if op == 'remove' then
+    redis.call('LREM', todos, 1, old)
+    redis.call('HDEL', ids, todo_id)
+    st.bytes = st.bytes - old_bytes
+    kind = 'todo_removed'
+  else
+    local set_metadata, remove_metadata = cjson.decode(ARGV[21]), cjson.decode(ARGV[22])
+    if next(set_metadata) or #remove_metadata > 0 then
+      local metadata = todo[5] or {}
+      for k, v in pairs(set_metadata) do metadata[k] = v end
+      for _, k in ipairs(remove_metadata) do metadata[k] = nil end
+      if entries_bytes(metadata) > tonumber(ARGV[15]) then return {'metadata_too_large'} end
+      todo[5] = metadata
+    end
+    if ARGV[18] ~= '' then todo[2] = ARGV[18] end
+    if ARGV[19] ~= '' then todo[3] = ARGV[19] end
+    if ARGV[20] ~= '' then todo[4] = ARGV[20] end
+    local encoded = encode_todo(todo)
+    if encoded == old then return {'same', state_reply(id, st)} end
+    local bytes = st.bytes - old_bytes + todo_bytes(todo)
+    if bytes > tonumber(ARGV[14]) then return {'list_too_large'} end
+    redis.call('LSET', todos, redis.call('LPOS', todos, old), encoded)
+    redis.call('HSET', ids, todo_id, encoded)
+    st.bytes = bytes
+    kind = 'todo_updated'
+  end
+elseif op == 'session' then
+  local labels = cjson.decode(st.labels)
+  local changed = false
+  for k, v in pairs(cjson.decode(ARGV[17])) do
+    if labels[k] ~= v then labels[k], changed = v, true end
+  end
+  for _, k in ipairs(cjson.decode(ARGV[18])) do
+    if labels[k] ~= nil then labels[k], changed = nil, true end
+  end
+  local count = 0
+  for _ in pairs(labels) do count = count + 1 end
+  if count > tonumber(ARGV[16]) then return {'too_many_labels'} end
+  if ARGV[19] ~= '' and tonumber(ARGV[19]) ~= tonumber(st.ttl) then st.ttl, changed = ARGV[19], true end
+  if not changed then return {'same', state_reply(id, st)} end
+  st.labels = object(labels)
+  kind = 'session_updated'
+else
+  return redis.error_reply('unknown operation ' .. op)
+end
+
+st.rev = st.rev + 1
+st.updated = ARGV[11]
+save(id, st)
+local behind = missed(current_cursor() + 1)
+local entry = publish(head(id, kind, st.rev, todo_id, ARGV[10], '', st), todos_json(id))
+local history = tonumber(ARGV[12])
+if history > 0 then
+  redis.call('RPUSH', key('h', id), entry)
+  redis.call('LTRIM', key('h', id), -history, -1)
+end
+if added and request_id ~= '' then
+  redis.call('HSET', key('q', id), request_id, '[' .. added .. ',' .. int(index) .. ',' .. int(st.rev) .. ']')
+  redis.call('ZADD', key('qr', id), st.rev, request_id)
+  local horizon = '(' .. int(st.rev - REQUEST_WINDOW)
+  local forgotten = redis.call('ZRANGEBYSCORE', key('qr', id), '-inf', horizon)
+  if #forgotten > 0 then
+    push_all('HDEL', key('q', id), forgotten)
+    redis.call('ZREMRANGEBYSCORE', key('qr', id), '-inf', horizon)
+  end
+end
+return {'ok', entry, index, behind}
