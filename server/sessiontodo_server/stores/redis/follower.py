@@ -92,16 +92,20 @@ class Follower:
     def _deliver_complete(self, entries: Sequence[bytes]) -> bool:
         """The fast path: entries that carry their lists, delivered now; False if any does not."""
         decoded = [decode_entry(data) for data in entries if entry_cursor(data) > self.delivered]
-        if not all(complete for _, complete in decoded):
+        if not all(complete for _, complete in decoded) or not _follows(self.delivered, decoded):
             return False
         for change, _ in decoded:
             self._hand_over(change)
         return True
 
     async def _deliver(self, entries: Sequence[bytes]) -> None:
+        """Deliver entries in order, up to the first gap (the caller reads on or resets)."""
         for data in entries:
-            if entry_cursor(data) <= self.delivered:
+            cursor = entry_cursor(data)
+            if cursor <= self.delivered:
                 continue
+            if cursor != self.delivered + 1:
+                return
             change, complete = decode_entry(data)
             if not complete:
                 change = await self._resolve(change) or change
@@ -109,8 +113,6 @@ class Follower:
                 self._hand_over(change)
 
     def _hand_over(self, change: Change) -> None:
-        if change.cursor != self.delivered + 1:
-            raise AssertionError(f"feed cursor {change.cursor} after {self.delivered}: entries out of order")
         self.delivered = change.cursor
         self._advanced.set()
         self._listener(change)
@@ -178,3 +180,8 @@ class Follower:
     async def _announce(self, available: bool) -> None:
         if self._availability is not None:
             await self._availability(available)
+
+
+def _follows(delivered: int, decoded: Sequence[tuple[Change, bool]]) -> bool:
+    """Whether the changes continue the feed right after ``delivered``, without a gap."""
+    return all(change.cursor == delivered + n for n, (change, _) in enumerate(decoded, 1))
