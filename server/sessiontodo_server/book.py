@@ -285,7 +285,9 @@ class TodoBook:
         return written
 
     def _on_external_change(self, change: Change) -> None:
-        if change.kind is ChangeKind.SESSION_REMOVED:
+        if change.kind is ChangeKind.RESET and not change.session_id:
+            self._hub.lag_all(change.cursor)
+        elif change.kind is ChangeKind.SESSION_REMOVED:
             self._hub.end_session(change)
         else:
             self._hub.publish(change)

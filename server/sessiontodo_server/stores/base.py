@@ -143,8 +143,10 @@ class TodoStore(Protocol):
     def on_external_change(self, listener: Callable[[Change], None]) -> None:
         """Replicated stores call ``listener`` with each change another replica made, in feed order.
 
-        When they cannot tell what changed (a lost notification, a reconnect), they pass a
-        RESET change carrying the current list; a removal arrives as SESSION_REMOVED.
+        When they cannot tell what changed in one session, they pass a RESET change carrying its
+        current list; when they cannot tell at all (history lost), a RESET with an empty session
+        id and the cursor they resume from: every watcher and feed then re-reads. A removal
+        arrives as SESSION_REMOVED.
         """
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:

@@ -2,7 +2,7 @@
 operation), ``keys`` (URL and key layout), ``entries`` (decoding replies), ``follower`` (reading
 the shared feed)."""
 
-from sessiontodo_server.stores.redis.keys import parse_redis_url, redact_url
+from sessiontodo_server.stores.redis.keys import parse_redis_url
 from sessiontodo_server.stores.redis.store import RedisStore
 
-__all__ = ["RedisStore", "parse_redis_url", "redact_url"]
+__all__ = ["RedisStore", "parse_redis_url"]

@@ -1,4 +1,4 @@
-"""Where a Redis store lives: its URL (never logged with a secret) and its key layout.
+"""Where a Redis store lives: its URL and its key layout.
 
 Every key of one store shares the hash tag ``{st}``, so it lives in one Redis Cluster slot: the
 server-wide feed is one ordered log, and every write updates a session and appends to that log
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 DEFAULT_PREFIX = "sessiontodo:"
-_SECRET = "***"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +45,7 @@ def parse_redis_url(url: str) -> RedisLocation:
     """``redis[s]://[user:password@]host:port/db[?prefix=name:&socket_timeout=...]``."""
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ValueError(f"redis store URL needs a host: redis://host:port/db, not {redact_url(url)!r}")
+        raise ValueError("the redis store URL needs a host: redis://[[user]:password@]host:port/db")
     query = parse_qsl(parts.query)
     prefixes = [value for key, value in query if key == "prefix"]
     prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
@@ -54,15 +53,3 @@ def parse_redis_url(url: str) -> RedisLocation:
         raise ValueError(f"redis key prefix must not contain braces (they pick cluster slots): {prefix!r}")
     rest = urlencode([(key, value) for key, value in query if key != "prefix"])
     return RedisLocation(urlunsplit(parts._replace(query=rest)), prefix)
-
-
-def redact_url(url: str) -> str:
-    """A store URL fit for logs: the password in the authority and every ``*password*`` query value masked."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        credentials, _, host = netloc.rpartition("@")
-        user, colon, _ = credentials.partition(":")
-        netloc = f"{user}{colon and ':' + _SECRET}@{host}"
-    query = [(key, _SECRET if "password" in key.lower() else value) for key, value in parse_qsl(parts.query)]
-    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
