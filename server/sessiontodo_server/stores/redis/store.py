@@ -126,13 +126,16 @@ class RedisStore:
         self._task = asyncio.create_task(self._follower.run(), name="redis-store-follower")
 
     async def close(self) -> None:
+        await self._stop_following()
+        await self._redis.aclose()
+
+    async def _stop_following(self) -> None:
         if self._task is not None:
             # Cancelled again until it stops: on Python 3.11 a cancellation landing as redis-py's
             # asyncio.wait_for-guarded write completes is swallowed (fixed in 3.12).
             while not self._task.done():
                 self._task.cancel()
                 await asyncio.wait([self._task], timeout=0.1)
-        await self._redis.aclose()
 
     async def _reopen(self, migrate: bool = False) -> tuple[bool, int]:
         """Make sure the store is set up; whether its feed is another than last seen, and its cursor."""
