@@ -17,6 +17,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from sessiontodo_server.stores.redis.entries import decode_entry, entry_cursor
 from sessiontodo_server.todos import Change, ChangeKind
 
@@ -138,7 +141,8 @@ class Follower:
                     await self._follow(entries)
             except Exception as error:  # a lost connection, or a bug: either way never stop following
                 if not failures:
-                    log.warning("lost the redis store (%s: %s); reconnecting", type(error).__name__, error)
+                    lost = isinstance(error, RedisConnectionError | RedisTimeoutError)
+                    log.warning("lost the redis store (%r); reconnecting", error, exc_info=not lost)
                     await self._announce(False)
                 await asyncio.sleep(_RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)])
                 failures += 1

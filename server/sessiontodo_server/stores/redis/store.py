@@ -139,6 +139,8 @@ class RedisStore:
 
     async def _reopen(self, migrate: bool = False) -> tuple[bool, int]:
         """Make sure the store is set up; whether its feed is another than last seen, and its cursor."""
+        if not migrate:  # back after losing Redis: idle pooled connections may be dead, open fresh ones
+            await self._redis.connection_pool.disconnect(inuse_connections=False)
         carried: list[Any] = ["", 0, 0]
         if migrate and (old := await self._redis.hget(f"{self._old_global}:state", "change")) is not None:
             revision, _, _, todos = json.loads(old)
