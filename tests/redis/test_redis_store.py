@@ -120,7 +120,7 @@ async def test_a_replica_whose_connections_were_cut_catches_up_on_what_it_missed
     await _create(writer, "s")
     await eventually(lambda: len(heard) == 1)
     async with redis.asyncio.Redis(port=redis_server.port) as admin:
-        await admin.client_kill_filter(_type="normal", skipme=True)
+        await admin.client_kill_filter(_type="pubsub")
     missed = [await _replace(writer, "s", f"while away {n}") for n in range(3)]
     await eventually(lambda: len(heard) == 4)
     assert _summary(heard[1:]) == _summary(missed)

@@ -28,10 +28,17 @@ def encode_todos(todos: Iterable[Todo]) -> str:
     return f"[{','.join(map(encode_todo, todos))}]"
 
 
+_STATUSES = {status.value: status for status in TodoStatus}
+_PRIORITIES = {priority.value: priority for priority in TodoPriority}
+
+
 def todo_from_fields(fields: list[Any]) -> Todo:
     """A todo from its decoded JSON array."""
-    todo_id, content, status, priority, *metadata = fields
-    return Todo(todo_id, content, TodoStatus(status), TodoPriority(priority), frozen(metadata[0] if metadata else {}))
+    if len(fields) == 4:
+        todo_id, content, status, priority = fields
+        return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority])
+    todo_id, content, status, priority, metadata = fields
+    return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority], frozen(metadata))
 
 
 def decode_todos(text: str | bytes) -> tuple[Todo, ...]:

@@ -12,17 +12,24 @@ from typing import Any
 
 from sessiontodo_server.stores.base import AddResult, SessionState
 from sessiontodo_server.stores.codec import todo_from_fields
-from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionInfo, frozen
+from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
+
+_KINDS = {kind.value: kind for kind in ChangeKind}
 
 
-def decode_entry(data: bytes | str) -> tuple[Change, bool]:
-    """The change, and whether it carries its list (False: read it from the session's history)."""
+def decode_entry(data: bytes | str, todos_known: tuple[Todo, ...] | None = None) -> tuple[Change, bool]:
+    """The change, and whether it carries its list (False: read it from the session's history).
+    ``todos_known``: the list, when the caller has it and the entry leaves it out."""
     cursor, session_id, kind, revision, todo_id, origin, reason, info, todos = json.loads(data)
+    if todos_known is not None:
+        todos = todos_known
+    elif todos is not None:
+        todos = tuple(map(todo_from_fields, todos))
     change = Change(
         session_id,
-        ChangeKind(kind),
+        _KINDS[kind],
         revision,
-        tuple(map(todo_from_fields, todos or ())),
+        todos or (),
         todo_id,
         SessionInfo(info[0], frozen(info[1]), info[2], info[3], info[4]),
         origin,

@@ -29,3 +29,4 @@ class Scripts:
         self.snapshot = load("snapshot")
         self.feed = load("feed")
         self.claim = load("claim")
+        self.heartbeat = load("heartbeat")

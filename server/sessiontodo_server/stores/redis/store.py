@@ -12,11 +12,12 @@ each other's changes (``follower.py``). Key layout: ``keys.py``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from redis.asyncio import Redis
@@ -39,7 +40,7 @@ from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceT
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.stores.codec import encode_entries, encode_todo, todo_from_fields
 from sessiontodo_server.stores.redis.entries import decode_entry, decode_result, decode_state, entry_cursor
-from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower
+from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
 from sessiontodo_server.stores.redis.keys import parse_redis_url
 from sessiontodo_server.stores.redis.scripts import Scripts
 from sessiontodo_server.todos import (
@@ -94,24 +95,23 @@ class RedisStore:
         location = parse_redis_url(url)
         self._base = location.base
         self._counters = location.key("counters")
-        self._feed = location.key("feed")
         self._sessions = location.key("sessions")
         self._children = location.key("children")
         self._old_global = f"{location.prefix}{{s:}}"
-        self._history_limit = history_limit
-        self._feed_history = feed_history
         self._redis: Redis = Redis.from_url(location.url, retry=Retry(NoBackoff(), 0), **_CONNECTION_DEFAULTS)
         self._scripts = Scripts(self._redis)
         self._writer = os.urandom(8).hex()
-        self._follower = Follower(self._read_feed, self._read_after, self._reopen, self._resolve, self._writer.encode())
+        self._wake_channel = f"{self._base}wake:{self._writer}"
+        self._follower = Follower(self._read_after, self._reopen, self._resolve, self._wake_ups, self._heartbeat)
         self._task: asyncio.Task[None] | None = None
         self._claimed: dict[str, float] = {}
+        config = (self._base, self._writer, feed_history, _INLINE_ENTRY_BYTES, history_limit)
+        self._config = "\n".join(map(str, config)).encode()
         self.feed_epoch = ""
 
     def _args(self, *args: Any) -> list[Any]:
         """The arguments every script starts with (``lua/lib.lua``), then ``args``."""
-        common = [self._base, self._writer, self._follower.delivered, self._feed_history, _INLINE_ENTRY_BYTES]
-        return [*common, *args]
+        return [self._config, self._follower.delivered, *args]
 
     # Lifecycle
 
@@ -127,6 +127,10 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._stop_following()
+        try:
+            await self._heartbeat(False)
+        except _UNREACHABLE:
+            pass  # forgotten by the others in a while
         await self._redis.aclose()
 
     async def _stop_following(self) -> None:
@@ -141,11 +145,10 @@ class RedisStore:
         """Make sure the store is set up; whether its feed is another than last seen, and its cursor."""
         if not migrate:  # back after losing Redis: idle pooled connections may be dead, open fresh ones
             await self._redis.connection_pool.disconnect(inuse_connections=False)
-        carried: list[Any] = ["", 0, 0]
+        carried: list[Any] = ["", 0, ""]
         if migrate and (old := await self._redis.hget(f"{self._old_global}:state", "change")) is not None:
             revision, _, _, todos = json.loads(old)
-            carried = self._list_args([todo_from_fields(fields) for fields in todos])
-            carried[0:0] = [revision + 1]
+            carried = [revision + 1, *_list_args(tuple(todo_from_fields(fields) for fields in todos))]
         epoch, cursor = await self._scripts.init([self._counters], self._args(os.urandom(6).hex(), *carried))
         if carried[0] != "":
             await self._redis.delete(*(f"{self._old_global}:{name}" for name in ("state", "log", "requests")))
@@ -154,12 +157,6 @@ class RedisStore:
         recreated = bool(self.feed_epoch) and _text(epoch) != self.feed_epoch
         self.feed_epoch = _text(epoch)
         return recreated, int(cursor)
-
-    @staticmethod
-    def _list_args(todos: list[Todo]) -> list[Any]:
-        """A whole list as script arguments: its bytes, its length, the ids, the encoded todos."""
-        encoded = [encode_todo(todo) for todo in todos]
-        return [sum(map(todo_bytes, todos)), len(todos), *(todo.id for todo in todos), *encoded]
 
     # Sessions
 
@@ -276,18 +273,15 @@ class RedisStore:
             request_id,
             origin,
             repr(float(now)),
-            self._history_limit,
-            limits.max_todos_per_session,
-            limits.max_list_bytes,
-            limits.max_metadata_bytes,
-            limits.max_labels,
+            _limits(limits),
             *operands,
         )
         with _reachable():
             reply = await self._scripts.write([self._counters], args)
         outcome = _text(reply[0])
         if outcome == "ok":
-            change, _ = decode_entry(reply[1])
+            known = mutation.todos if isinstance(mutation, ReplaceTodos) else None
+            change, _ = decode_entry(reply[1], known)
             await self._published(reply[3], change.cursor, change.cursor)
             assert change.info is not None
             state = SessionState(session_id, change.revision, change.todos, change.info)
@@ -331,10 +325,26 @@ class RedisStore:
         current, *entries = await self._scripts.feed([self._counters], self._args(cursor, READ_BATCH))
         return int(current), entries
 
-    async def _read_feed(self, cursor: int) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        """The follower's read: entries after ``cursor``, waiting a little for some to come."""
-        streams: Any = await self._redis.xread({self._feed: f"{cursor}-0"}, count=READ_BATCH, block=2000)
-        return streams[0][1] if streams else []
+    @asynccontextmanager
+    async def _wake_ups(self) -> AsyncIterator[Woken]:
+        """Other replicas' writes wake this one (``wake()`` in ``lua/lib.lua``)."""
+        async with self._redis.pubsub() as pubsub:
+            await pubsub.subscribe(self._wake_channel)
+            if await pubsub.get_message(timeout=_CONNECTION_DEFAULTS["socket_timeout"]) is None:
+                raise RedisTimeoutError("no subscription confirmation")
+
+            async def woken(timeout: float) -> list[bytes]:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
+                carried = []
+                while message is not None:  # wake-ups queued meanwhile are handled together
+                    carried.append(message["data"])
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0)
+                return carried
+
+            yield woken
+
+    async def _heartbeat(self, alive: bool) -> object:
+        return await self._scripts.heartbeat([self._counters], self._args("1" if alive else ""))
 
     async def _resolve(self, change: Change) -> Change:
         """A feed entry whose list was too large for the feed, completed from the session's history;
@@ -375,11 +385,23 @@ class RedisStore:
         self._follower.on_availability(listener)
 
 
+@functools.lru_cache(maxsize=8)
+def _limits(limits: Limits) -> bytes:
+    """The limits ``write.lua`` checks, as one argument."""
+    values = (limits.max_todos_per_session, limits.max_list_bytes, limits.max_metadata_bytes, limits.max_labels)
+    return " ".join(map(str, values)).encode()
+
+
+def _list_args(todos: tuple[Todo, ...]) -> list[Any]:
+    """A whole list as script arguments: its bytes, and its encoded todos one per line."""
+    return [sum(map(todo_bytes, todos)), "\n".join(map(encode_todo, todos))]
+
+
 def _operation(mutation: Mutation) -> list[Any]:
     """A mutation as ``write.lua``'s operation and arguments."""
     match mutation:
         case ReplaceTodos(todos):
-            return ["replace", *RedisStore._list_args(list(todos))]
+            return ["replace", *_list_args(todos)]
         case AddTodo(todo, index, id_given):
             return ["add", todo.id, encode_todo(todo), todo_bytes(todo), "" if index is None else index, int(id_given)]
         case UpdateTodo(todo_id, content, status, priority, set_metadata, remove_metadata):

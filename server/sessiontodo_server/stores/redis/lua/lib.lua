@@ -1,13 +1,18 @@
--- Shared by every script (prepended when the scripts are loaded). ARGV[1] is the key prefix
--- with its hash tag (every key of a store lives in one cluster slot), ARGV[2] this replica's
--- writer id, ARGV[3] the feed cursor it has delivered up to, ARGV[4] the feed's length,
--- ARGV[5] the size up to which a feed entry carries its list.
+-- Shared by every script (prepended when the scripts are loaded). ARGV[1] is the store's
+-- configuration, one line each: the key prefix with its hash tag (every key of a store lives in
+-- one cluster slot), this replica's writer id, the feed's length, the size up to which a feed
+-- entry carries its list, the length of a session's history. ARGV[2] is the feed cursor this
+-- replica has delivered up to. A script's own arguments start at ARGV[3].
 
-local BASE = ARGV[1]
-local WRITER = ARGV[2]
+local CONFIG = {}
+for line in string.gmatch(ARGV[1], '[^\n]+') do CONFIG[#CONFIG + 1] = line end
+local BASE, WRITER, FEED_LENGTH = CONFIG[1], CONFIG[2], CONFIG[3]
+local INLINE_BYTES, HISTORY = tonumber(CONFIG[4]), tonumber(CONFIG[5])
+local DELIVERED = tonumber(ARGV[2])
 local GLOBAL = 'sessiontodo:global'
 local REQUEST_WINDOW = 1024
 local REMOVED_MARKS = 100000
+local REPLICA_TIMEOUT = 30  -- seconds a replica that stopped sending heartbeats is still woken
 
 local function key(kind, id)
   if id then return BASE .. kind .. ':' .. id end
@@ -96,20 +101,20 @@ end
 local function current_cursor() return tonumber(redis.call('HGET', key('counters'), 'cursor') or '0') end
 
 -- Append a change to the feed under the next cursor; a list too large for the feed is left
--- out (null): readers take it from the session's history. Returns the whole entry.
+-- out (null): readers take it from the session's history. Returns the whole entry and its cursor.
 local function publish(entry_head, todos)
   local cursor = redis.call('HINCRBY', key('counters'), 'cursor', 1)
   local whole = string.format('[%d', cursor) .. entry_head .. todos .. ']'
   local feed_entry = whole
-  if #whole > tonumber(ARGV[5]) then feed_entry = string.format('[%d', cursor) .. entry_head .. 'null]' end
-  redis.call('XADD', key('feed'), 'MAXLEN', ARGV[4], int(cursor) .. '-0', 'c', feed_entry, 'w', WRITER)
-  return whole
+  if #whole > INLINE_BYTES then feed_entry = string.format('[%d', cursor) .. entry_head .. 'null]' end
+  redis.call('XADD', key('feed'), 'MAXLEN', FEED_LENGTH, int(cursor) .. '-0', 'c', feed_entry)
+  return whole, cursor
 end
 
 -- The feed entries this replica has not delivered yet, before the write it is making (whose
 -- first cursor is ``first``): {0, entries...}, or {1} when there are too many to return here.
 local function missed(first)
-  local delivered = tonumber(ARGV[3])
+  local delivered = DELIVERED
   local count = first - 1 - delivered
   if delivered < 0 or count <= 0 then return {0} end
   if count > 256 then return {1} end
@@ -118,4 +123,15 @@ local function missed(first)
     out[#out + 1] = e[2][2]
   end
   return out
+end
+
+-- Wake the other replicas following the feed (each listens on a channel of its own, so a
+-- replica is never woken by its own writes). The wake-up carries the entry of a single change
+-- small enough (else ''), which a replica that delivered everything before it delivers as is.
+local function wake(entry)
+  if not entry or #entry > INLINE_BYTES then entry = '' end
+  local now = tonumber(redis.call('TIME')[1])
+  for _, replica in ipairs(redis.call('ZRANGEBYSCORE', key('replicas'), now - REPLICA_TIMEOUT, '+inf')) do
+    if replica ~= WRITER then redis.call('PUBLISH', key('wake', replica), entry) end
+  end
 end

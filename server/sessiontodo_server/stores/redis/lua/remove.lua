@@ -1,20 +1,20 @@
--- Remove a session and its descendants (ARGV[6] the id; '' every session but the global list).
--- ARGV[7] the reason; ARGV[8] ('' : none) fences an expiry: the session is removed only if its
+-- Remove a session and its descendants (ARGV[3] the id; '' every session but the global list).
+-- ARGV[4] the reason; ARGV[5] ('' : none) fences an expiry: the session is removed only if its
 -- idle TTL has run out at that time (another replica's write may have renewed it).
 -- {missed, {removal entries}}.
 local doomed = {}
-if ARGV[6] == '' then
+if ARGV[3] == '' then
   for _, id in ipairs(redis.call('ZRANGE', key('sessions'), 0, -1)) do
     if id ~= GLOBAL then doomed[#doomed + 1] = id end
   end
 else
-  local st = load(ARGV[6])
+  local st = load(ARGV[3])
   if not st then return {{0}, {}} end
-  if ARGV[8] ~= '' then
+  if ARGV[5] ~= '' then
     local ttl = tonumber(st.ttl)
-    if ttl <= 0 or tonumber(st.updated) + ttl > tonumber(ARGV[8]) then return {{0}, {}} end
+    if ttl <= 0 or tonumber(st.updated) + ttl > tonumber(ARGV[5]) then return {{0}, {}} end
   end
-  doomed[1] = ARGV[6]
+  doomed[1] = ARGV[3]
   local i = 1
   while i <= #doomed do  -- grows while walked: breadth first, children in id order
     local id = doomed[i]
@@ -29,7 +29,7 @@ local removals = {}
 for _, id in ipairs(doomed) do
   local st = load(id)
   local removed_at = st.rev + 1
-  removals[#removals + 1] = publish(head(id, 'session_removed', removed_at, '', '', ARGV[7], st), '[]')
+  removals[#removals + 1] = publish(head(id, 'session_removed', removed_at, '', '', ARGV[4], st), '[]')
   redis.call('DEL', key('s', id), key('t', id), key('i', id), key('h', id), key('q', id), key('qr', id))
   redis.call('ZREM', key('sessions'), id)
   redis.call('ZREM', key('deadlines'), id)
@@ -44,4 +44,5 @@ if excess > 0 then
   for i = 2, #popped, 2 do floor = math.max(floor, tonumber(popped[i])) end
   redis.call('HSET', key('counters'), 'floor', int(floor))
 end
+if #removals > 0 then wake() end
 return {behind, removals}

@@ -1,25 +1,31 @@
 -- One write, whole: the list operation runs here, atomically, as mutations.apply does it in Python.
--- ARGV[6] session id, [7] operation, [8] expected revision ('' : any), [9] request id ('' : none),
--- [10] origin, [11] now, [12] history length, [13] max todos, [14] max list bytes, [15] max
--- metadata bytes, [16] max labels, then the operation's arguments from [17]:
---   replace: bytes, n, n ids, n encoded todos     add: id, encoded todo, bytes, index ('' : end), id given
+-- ARGV[3] session id, [4] operation, [5] expected revision ('' : any), [6] request id ('' : none),
+-- [7] origin, [8] now, [9] the limits (max todos, max list bytes, max metadata bytes, max labels,
+-- separated by spaces), then the operation's arguments from [10]:
+--   replace: bytes, the encoded todos one per line ('' : none)
+--   add: id, encoded todo, bytes, index ('' : end), id given ('1' or '')
 --   update: todo id, content, status, priority ('' : unchanged), metadata to set (JSON), keys to remove (JSON)
---   remove: todo id                               session: labels to set (JSON), keys to remove (JSON), idle TTL
--- Replies: {'ok', entry, index, missed} | {'same', state} | {'request', result, state} |
+--   remove: todo id
+--   session: labels to set (JSON), keys to remove (JSON), idle TTL ('' : unchanged)
+-- Replies: {'ok', entry (its list left out for a replace: the caller has it), index, missed} |
+-- {'same', state} | {'request', result, state} |
 -- {'missing'} | {'mismatch', revision} | {'duplicate'} | {'todo_missing'} | {'full', 'count' | 'bytes'} |
 -- {'metadata_too_large'} | {'list_too_large'} | {'too_many_labels'}
-local id, op = ARGV[6], ARGV[7]
+local id, op = ARGV[3], ARGV[4]
 local st = load(id)
 if not st then return {'missing'} end
-local request_id = ARGV[9]
+local request_id = ARGV[6]
 if request_id ~= '' then
   local at = redis.call('ZSCORE', key('qr', id), request_id)
   if at and tonumber(at) >= st.rev - REQUEST_WINDOW then
     return {'request', redis.call('HGET', key('q', id), request_id), state_reply(id, st)}
   end
 end
-if ARGV[8] ~= '' and tonumber(ARGV[8]) ~= st.rev then return {'mismatch', int(st.rev)} end
+if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= st.rev then return {'mismatch', int(st.rev)} end
 
+local MAX_TODOS, MAX_BYTES, MAX_METADATA, MAX_LABELS = string.match(ARGV[9], '^(%d+) (%d+) (%d+) (%d+)$')
+MAX_TODOS, MAX_BYTES, MAX_METADATA, MAX_LABELS = tonumber(MAX_TODOS), tonumber(MAX_BYTES), tonumber(MAX_METADATA),
+  tonumber(MAX_LABELS)
 local todos, ids = key('t', id), key('i', id)
 local kind, todo_id, index, added = nil, '', 0, nil
 
@@ -30,32 +36,32 @@ local function push_all(command, target, values)  -- in slices: unpack has a lim
 end
 
 if op == 'replace' then
-  local n = tonumber(ARGV[18])
+  local values, pairs_ = {}, {}
+  for encoded in string.gmatch(ARGV[11], '[^\n]+') do  -- JSON escapes every newline inside a todo
+    values[#values + 1] = encoded
+    pairs_[#pairs_ + 1] = cjson.decode(encoded)[1]
+    pairs_[#pairs_ + 1] = encoded
+  end
   local current = redis.call('LRANGE', todos, 0, -1)
-  local same = #current == n
-  for i = 1, n do
+  local same = #current == #values
+  for i = 1, #values do
     if not same then break end
-    same = current[i] == ARGV[18 + n + i]
+    same = current[i] == values[i]
   end
   if same then return {'same', state_reply(id, st)} end
   redis.call('DEL', todos, ids)
-  local values, pairs_ = {}, {}
-  for i = 1, n do
-    values[i] = ARGV[18 + n + i]
-    pairs_[2 * i - 1], pairs_[2 * i] = ARGV[18 + i], ARGV[18 + n + i]
-  end
   push_all('RPUSH', todos, values)
   push_all('HSET', ids, pairs_)
-  st.bytes = tonumber(ARGV[17])
+  st.bytes = tonumber(ARGV[10])
   kind = 'todos_replaced'
 elseif op == 'add' then
-  local new_id, encoded = ARGV[17], ARGV[18]
-  if ARGV[21] == '1' and redis.call('HEXISTS', ids, new_id) == 1 then return {'duplicate'} end
+  local new_id, encoded = ARGV[10], ARGV[11]
+  if ARGV[14] == '1' and redis.call('HEXISTS', ids, new_id) == 1 then return {'duplicate'} end
   local count = redis.call('LLEN', todos)
-  if count >= tonumber(ARGV[13]) then return {'full', 'count'} end
-  if st.bytes + tonumber(ARGV[19]) > tonumber(ARGV[14]) then return {'full', 'bytes'} end
+  if count >= MAX_TODOS then return {'full', 'count'} end
+  if st.bytes + tonumber(ARGV[12]) > MAX_BYTES then return {'full', 'bytes'} end
   index = count
-  if ARGV[20] ~= '' then index = math.min(math.max(tonumber(ARGV[20]), 0), count) end
+  if ARGV[13] ~= '' then index = math.min(math.max(tonumber(ARGV[13]), 0), count) end
   if index == count then
     redis.call('RPUSH', todos, encoded)
   elseif index == 0 then
@@ -64,10 +70,10 @@ elseif op == 'add' then
     redis.call('LINSERT', todos, 'BEFORE', redis.call('LINDEX', todos, index), encoded)
   end
   redis.call('HSET', ids, new_id, encoded)
-  st.bytes = st.bytes + tonumber(ARGV[19])
+  st.bytes = st.bytes + tonumber(ARGV[12])
   kind, todo_id, added = 'todo_added', new_id, encoded
 elseif op == 'update' or op == 'remove' then
-  todo_id = ARGV[17]
+  todo_id = ARGV[10]
   local old = redis.call('HGET', ids, todo_id)
   if not old then return {'todo_missing'} end
   local todo = cjson.decode(old)
@@ -78,21 +84,21 @@ elseif op == 'update' or op == 'remove' then
     st.bytes = st.bytes - old_bytes
     kind = 'todo_removed'
   else
-    local set_metadata, remove_metadata = cjson.decode(ARGV[21]), cjson.decode(ARGV[22])
+    local set_metadata, remove_metadata = cjson.decode(ARGV[14]), cjson.decode(ARGV[15])
     if next(set_metadata) or #remove_metadata > 0 then
       local metadata = todo[5] or {}
       for k, v in pairs(set_metadata) do metadata[k] = v end
       for _, k in ipairs(remove_metadata) do metadata[k] = nil end
-      if entries_bytes(metadata) > tonumber(ARGV[15]) then return {'metadata_too_large'} end
+      if entries_bytes(metadata) > MAX_METADATA then return {'metadata_too_large'} end
       todo[5] = metadata
     end
-    if ARGV[18] ~= '' then todo[2] = ARGV[18] end
-    if ARGV[19] ~= '' then todo[3] = ARGV[19] end
-    if ARGV[20] ~= '' then todo[4] = ARGV[20] end
+    if ARGV[11] ~= '' then todo[2] = ARGV[11] end
+    if ARGV[12] ~= '' then todo[3] = ARGV[12] end
+    if ARGV[13] ~= '' then todo[4] = ARGV[13] end
     local encoded = encode_todo(todo)
     if encoded == old then return {'same', state_reply(id, st)} end
     local bytes = st.bytes - old_bytes + todo_bytes(todo)
-    if bytes > tonumber(ARGV[14]) then return {'list_too_large'} end
+    if bytes > MAX_BYTES then return {'list_too_large'} end
     redis.call('LSET', todos, redis.call('LPOS', todos, old), encoded)
     redis.call('HSET', ids, todo_id, encoded)
     st.bytes = bytes
@@ -101,16 +107,16 @@ elseif op == 'update' or op == 'remove' then
 elseif op == 'session' then
   local labels = cjson.decode(st.labels)
   local changed = false
-  for k, v in pairs(cjson.decode(ARGV[17])) do
+  for k, v in pairs(cjson.decode(ARGV[10])) do
     if labels[k] ~= v then labels[k], changed = v, true end
   end
-  for _, k in ipairs(cjson.decode(ARGV[18])) do
+  for _, k in ipairs(cjson.decode(ARGV[11])) do
     if labels[k] ~= nil then labels[k], changed = nil, true end
   end
   local count = 0
   for _ in pairs(labels) do count = count + 1 end
-  if count > tonumber(ARGV[16]) then return {'too_many_labels'} end
-  if ARGV[19] ~= '' and tonumber(ARGV[19]) ~= tonumber(st.ttl) then st.ttl, changed = ARGV[19], true end
+  if count > MAX_LABELS then return {'too_many_labels'} end
+  if ARGV[12] ~= '' and tonumber(ARGV[12]) ~= tonumber(st.ttl) then st.ttl, changed = ARGV[12], true end
   if not changed then return {'same', state_reply(id, st)} end
   st.labels = object(labels)
   kind = 'session_updated'
@@ -119,14 +125,14 @@ else
 end
 
 st.rev = st.rev + 1
-st.updated = ARGV[11]
+st.updated = ARGV[8]
 save(id, st)
 local behind = missed(current_cursor() + 1)
-local entry = publish(head(id, kind, st.rev, todo_id, ARGV[10], '', st), todos_json(id))
-local history = tonumber(ARGV[12])
-if history > 0 then
+local entry_head = head(id, kind, st.rev, todo_id, ARGV[7], '', st)
+local entry, cursor = publish(entry_head, todos_json(id))
+if HISTORY > 0 then
   redis.call('RPUSH', key('h', id), entry)
-  redis.call('LTRIM', key('h', id), -history, -1)
+  redis.call('LTRIM', key('h', id), -HISTORY, -1)
 end
 if added and request_id ~= '' then
   redis.call('HSET', key('q', id), request_id, '[' .. added .. ',' .. int(index) .. ',' .. int(st.rev) .. ']')
@@ -138,4 +144,6 @@ if added and request_id ~= '' then
     redis.call('ZREMRANGEBYSCORE', key('qr', id), '-inf', horizon)
   end
 end
+wake(entry)
+if op == 'replace' then entry = string.format('[%d', cursor) .. entry_head .. 'null]' end
 return {'ok', entry, index, behind}
