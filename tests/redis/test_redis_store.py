@@ -392,9 +392,9 @@ async def test_the_store_reports_losing_redis_and_getting_it_back(
 
 
 def test_a_redis_url_carries_the_key_prefix_and_redis_py_options() -> None:
-    location = parse_redis_url("rediss://:secret@cache:6380/2?prefix=team-a:&socket_timeout=1")
-    assert location.prefix == "team-a:"
-    assert location.url == "rediss://:secret@cache:6380/2?socket_timeout=1"
+    location = parse_redis_url("rediss://:secret@cache:6380/2?prefix=team-a:&socket_timeout=1&health_check_interval=3")
+    assert (location.prefix, location.timeout) == ("team-a:", 1.0)
+    assert location.url == "rediss://:secret@cache:6380/2?health_check_interval=3"
     assert parse_redis_url("redis://cache:6379/0").prefix == "sessiontodo:"
 
 

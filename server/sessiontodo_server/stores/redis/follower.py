@@ -147,7 +147,7 @@ class Follower:
                     await self._follow(woken)
             except Exception as error:  # a lost connection, or a bug: either way never stop following
                 if not failures:
-                    lost = isinstance(error, RedisConnectionError | RedisTimeoutError)
+                    lost = isinstance(error, RedisConnectionError | RedisTimeoutError | TimeoutError)
                     log.warning("lost the redis store (%r); reconnecting", error, exc_info=not lost)
                     await self._announce(False)
                 await asyncio.sleep(_RECONNECT_DELAYS[min(failures, len(_RECONNECT_DELAYS) - 1)])

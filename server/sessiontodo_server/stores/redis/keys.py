@@ -31,6 +31,8 @@ class RedisLocation:
 
     url: str
     prefix: str
+    timeout: float = 5.0
+    """Seconds a call to Redis may take before it fails as UNAVAILABLE (``socket_timeout``)."""
 
     @property
     def base(self) -> str:
@@ -47,9 +49,12 @@ def parse_redis_url(url: str) -> RedisLocation:
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ValueError("the redis store URL needs a host: redis://[[user]:password@]host:port/db")
     query = parse_qsl(parts.query)
-    prefixes = [value for key, value in query if key == "prefix"]
-    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
+    ours = dict(query)
+    prefix = ours.get("prefix", DEFAULT_PREFIX)
     if "{" in prefix or "}" in prefix:
         raise ValueError(f"redis key prefix must not contain braces (they pick cluster slots): {prefix!r}")
-    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
-    return RedisLocation(urlunsplit(parts._replace(query=rest)), prefix)
+    if not prefix.isprintable():
+        raise ValueError(f"redis key prefix must be printable: {prefix!r}")
+    timeout = float(ours.get("socket_timeout", 5.0))
+    rest = urlencode([(key, value) for key, value in query if key not in ("prefix", "socket_timeout")])
+    return RedisLocation(urlunsplit(parts._replace(query=rest)), prefix, timeout)

@@ -16,9 +16,9 @@ import functools
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -55,17 +55,18 @@ from sessiontodo_server.todos import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError)
 """What a down, restarting, failing-over or full Redis raises: mapped to UNAVAILABLE."""
 
 _CONNECTION_DEFAULTS: dict[str, Any] = {
     "socket_connect_timeout": 2.0,
-    "socket_timeout": 5.0,
     "socket_keepalive": True,
     "health_check_interval": 10,
 }
-"""Overridable by the URL's query string (redis-py's own parameters)."""
+"""Overridable by the URL's query string (redis-py's own parameters). Calls are bounded by the
+store's own deadline (``socket_timeout`` in the URL): redis-py's would cost a task per command."""
 
 _INLINE_ENTRY_BYTES = 64 * 1024
 """Feed entries carry their list up to this size; larger lists are read from the session's history."""
@@ -76,14 +77,7 @@ _EXPIRY_LEASE = 30.0
 _EXPIRY_BATCH = 1000
 
 
-@contextmanager
-def _reachable() -> Iterator[None]:
-    """A Redis that cannot be reached is UNAVAILABLE: retry. The reason (and Redis's address) stays in the logs."""
-    try:
-        yield
-    except _UNREACHABLE as error:
-        log.debug("redis call failed: %r", error)
-        raise Unavailable("the store is unreachable; retry") from error
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _text(reply: bytes | str) -> str:
@@ -98,6 +92,7 @@ class RedisStore:
         self._sessions = location.key("sessions")
         self._children = location.key("children")
         self._old_global = f"{location.prefix}{{s:}}"
+        self._timeout = location.timeout
         self._redis: Redis = Redis.from_url(location.url, retry=Retry(NoBackoff(), 0), **_CONNECTION_DEFAULTS)
         self._scripts = Scripts(self._redis)
         self._writer = os.urandom(8).hex()
@@ -113,12 +108,28 @@ class RedisStore:
         """The arguments every script starts with (``lua/lib.lua``), then ``args``."""
         return [self._config, self._follower.delivered, *args]
 
+    @asynccontextmanager
+    async def _reachable(self) -> AsyncIterator[None]:
+        """A Redis that cannot be reached in time is UNAVAILABLE: retry. The reason (and Redis's
+        address) stays in the logs."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                yield
+        except (*_UNREACHABLE, TimeoutError) as error:
+            log.debug("redis call failed: %r", error)
+            raise Unavailable("the store is unreachable; retry") from error
+
+    async def _within(self, call: Awaitable[T]) -> T:
+        """The follower's calls: bounded like every other, failing with redis-py's errors."""
+        async with asyncio.timeout(self._timeout):
+            return await call
+
     # Lifecycle
 
     async def open(self) -> None:
         """Check Redis, create the global list (carrying 0.1's over), start following the feed."""
         try:
-            with _reachable():
+            async with self._reachable():
                 _, self._follower.delivered = await self._reopen(migrate=True)
         except Unavailable:
             await self._redis.aclose()
@@ -149,7 +160,9 @@ class RedisStore:
         if migrate and (old := await self._redis.hget(f"{self._old_global}:state", "change")) is not None:
             revision, _, _, todos = json.loads(old)
             carried = [revision + 1, *_list_args(tuple(todo_from_fields(fields) for fields in todos))]
-        epoch, cursor = await self._scripts.init([self._counters], self._args(os.urandom(6).hex(), *carried))
+        epoch, cursor = await self._within(
+            self._scripts.init([self._counters], self._args(os.urandom(6).hex(), *carried))
+        )
         if carried[0] != "":
             await self._redis.delete(*(f"{self._old_global}:{name}" for name in ("state", "log", "requests")))
             await self._redis.delete(f"{self._old_global}:request-revisions", f"{self._old_global}:removed")
@@ -173,7 +186,7 @@ class RedisStore:
             max_sessions,
             origin,
         )
-        with _reachable():
+        async with self._reachable():
             reply = await self._scripts.create([self._counters], args)
         outcome = reply[0]
         if outcome == -1:
@@ -191,7 +204,7 @@ class RedisStore:
 
     async def _published(self, missed: list[Any], first: int, last: int) -> None:
         """Before a change of ours (cursors ``first``..``last``) is published: everything earlier is delivered."""
-        with _reachable():
+        async with self._reachable():
             await self._follower.bridge(missed, first)
         self._follower.advance(last)
 
@@ -203,7 +216,7 @@ class RedisStore:
         return await self._remove("", RemovalReason.REMOVED, "")
 
     async def _remove(self, session_id: str, reason: RemovalReason, due_at: str) -> list[Change]:
-        with _reachable():
+        async with self._reachable():
             missed, entries = await self._scripts.remove([self._counters], self._args(session_id, reason.value, due_at))
         removals = [decode_entry(data)[0] for data in entries]
         if removals:
@@ -212,7 +225,7 @@ class RedisStore:
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         found: list[SessionState] = []
-        with _reachable():
+        async with self._reachable():
             while len(found) < limit:
                 ids = await self._ids_after(after_id, only, limit)
                 if not ids:
@@ -248,7 +261,7 @@ class RedisStore:
         return [decode_state(sid, reply) if reply else None for sid, reply in zip(session_ids, replies, strict=True)]
 
     async def get(self, session_id: str) -> SessionState | None:
-        with _reachable():
+        async with self._reachable():
             (state,) = await self._read([session_id])
         return state
 
@@ -266,17 +279,10 @@ class RedisStore:
         limits: Limits,
     ) -> Written:
         operation, *operands = _operation(mutation)
-        args = self._args(
-            session_id,
-            operation,
-            "" if expected_revision is None else expected_revision,
-            request_id,
-            origin,
-            repr(float(now)),
-            _limits(limits),
-            *operands,
-        )
-        with _reachable():
+        expected = "" if expected_revision is None else str(expected_revision)
+        header = _json([session_id, operation, expected, request_id, origin, repr(float(now))])
+        args = self._args(header, _limits(limits), *operands)
+        async with self._reachable():
             reply = await self._scripts.write([self._counters], args)
         outcome = _text(reply[0])
         if outcome == "ok":
@@ -295,7 +301,7 @@ class RedisStore:
         raise _refusal(session_id, mutation, expected_revision, limits, outcome, reply)
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
-        with _reachable():
+        async with self._reachable():
             reply = await self._scripts.since([self._counters], self._args(session_id, revision))
         if not reply[0]:
             return None
@@ -304,7 +310,7 @@ class RedisStore:
     async def feed_after(self, cursor: int) -> list[Change] | None:
         changes: list[Change] = []
         position = cursor
-        with _reachable():
+        async with self._reachable():
             while True:
                 current, entries = await self._read_after(position)
                 if cursor > current:
@@ -322,16 +328,16 @@ class RedisStore:
 
     async def _read_after(self, cursor: int) -> tuple[int, list[bytes]]:
         """The store's current cursor, and the next feed entries after ``cursor``."""
-        current, *entries = await self._scripts.feed([self._counters], self._args(cursor, READ_BATCH))
+        current, *entries = await self._within(self._scripts.feed([self._counters], self._args(cursor, READ_BATCH)))
         return int(current), entries
 
     @asynccontextmanager
     async def _wake_ups(self) -> AsyncIterator[Woken]:
         """Other replicas' writes wake this one (``wake()`` in ``lua/lib.lua``)."""
         async with self._redis.pubsub() as pubsub:
-            await pubsub.subscribe(self._wake_channel)
-            if await pubsub.get_message(timeout=_CONNECTION_DEFAULTS["socket_timeout"]) is None:
-                raise RedisTimeoutError("no subscription confirmation")
+            await self._within(pubsub.subscribe(self._wake_channel))
+            if await pubsub.get_message(timeout=self._timeout) is None:
+                raise TimeoutError("no subscription confirmation")
 
             async def woken(timeout: float) -> list[bytes]:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
@@ -344,15 +350,15 @@ class RedisStore:
             yield woken
 
     async def _heartbeat(self, alive: bool) -> object:
-        return await self._scripts.heartbeat([self._counters], self._args("1" if alive else ""))
+        return await self._within(self._scripts.heartbeat([self._counters], self._args("1" if alive else "")))
 
     async def _resolve(self, change: Change) -> Change:
         """A feed entry whose list was too large for the feed, completed from the session's history;
         failing that (no longer kept), a RESET of the session's current state."""
-        entry = await self._scripts.entry([self._counters], self._args(change.session_id, change.cursor))
+        entry = await self._within(self._scripts.entry([self._counters], self._args(change.session_id, change.cursor)))
         if entry is not None:
             return decode_entry(entry)[0]
-        (state,) = await self._read([change.session_id])
+        (state,) = await self._within(self._read([change.session_id]))
         if state is None:
             return change
         return Change(
@@ -360,14 +366,14 @@ class RedisStore:
         )
 
     async def snapshot(self) -> tuple[int, list[SessionState]]:
-        with _reachable():
+        async with self._reachable():
             cursor, *sessions = await self._scripts.snapshot([self._counters], self._args())
         return int(cursor), [decode_state(_text(sid), state) for sid, state in sessions]
 
     async def expired(self, now: float) -> list[str]:
         """Claims the due sessions (for ``_EXPIRY_LEASE``), so replicas reaping at once split them;
         removing one with reason EXPIRED then re-checks that its TTL has run out."""
-        with _reachable():
+        async with self._reachable():
             args = self._args(repr(float(now)), _EXPIRY_LEASE, _EXPIRY_BATCH)
             session_ids = [_text(sid) for sid in await self._scripts.claim([self._counters], args)]
         self._claimed.update(dict.fromkeys(session_ids, now))

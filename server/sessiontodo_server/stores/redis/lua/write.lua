@@ -1,7 +1,7 @@
 -- One write, whole: the list operation runs here, atomically, as mutations.apply does it in Python.
--- ARGV[3] session id, [4] operation, [5] expected revision ('' : any), [6] request id ('' : none),
--- [7] origin, [8] now, [9] the limits (max todos, max list bytes, max metadata bytes, max labels,
--- separated by spaces), then the operation's arguments from [10]:
+-- ARGV[3] JSON strings [session id, operation, expected revision ('' : any), request id ('' : none),
+-- origin, now], [4] the limits (max todos, max list bytes, max metadata bytes, max labels,
+-- separated by spaces), then the operation's arguments from [5]:
 --   replace: bytes, the encoded todos one per line ('' : none)
 --   add: id, encoded todo, bytes, index ('' : end), id given ('1' or '')
 --   update: todo id, content, status, priority ('' : unchanged), metadata to set (JSON), keys to remove (JSON)
@@ -11,19 +11,18 @@
 -- {'same', state} | {'request', result, state} |
 -- {'missing'} | {'mismatch', revision} | {'duplicate'} | {'todo_missing'} | {'full', 'count' | 'bytes'} |
 -- {'metadata_too_large'} | {'list_too_large'} | {'too_many_labels'}
-local id, op = ARGV[3], ARGV[4]
+local id, op, expected, request_id, origin, now = unpack(cjson.decode(ARGV[3]))
 local st = load(id)
 if not st then return {'missing'} end
-local request_id = ARGV[6]
 if request_id ~= '' then
   local at = redis.call('ZSCORE', key('qr', id), request_id)
   if at and tonumber(at) >= st.rev - REQUEST_WINDOW then
     return {'request', redis.call('HGET', key('q', id), request_id), state_reply(id, st)}
   end
 end
-if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= st.rev then return {'mismatch', int(st.rev)} end
+if expected ~= '' and tonumber(expected) ~= st.rev then return {'mismatch', int(st.rev)} end
 
-local MAX_TODOS, MAX_BYTES, MAX_METADATA, MAX_LABELS = string.match(ARGV[9], '^(%d+) (%d+) (%d+) (%d+)$')
+local MAX_TODOS, MAX_BYTES, MAX_METADATA, MAX_LABELS = string.match(ARGV[4], '^(%d+) (%d+) (%d+) (%d+)$')
 MAX_TODOS, MAX_BYTES, MAX_METADATA, MAX_LABELS = tonumber(MAX_TODOS), tonumber(MAX_BYTES), tonumber(MAX_METADATA),
   tonumber(MAX_LABELS)
 local todos, ids = key('t', id), key('i', id)
@@ -37,7 +36,7 @@ end
 
 if op == 'replace' then
   local values, pairs_ = {}, {}
-  for encoded in string.gmatch(ARGV[11], '[^\n]+') do  -- JSON escapes every newline inside a todo
+  for encoded in string.gmatch(ARGV[6], '[^\n]+') do  -- JSON escapes every newline inside a todo
     values[#values + 1] = encoded
     pairs_[#pairs_ + 1] = cjson.decode(encoded)[1]
     pairs_[#pairs_ + 1] = encoded
@@ -52,16 +51,16 @@ if op == 'replace' then
   redis.call('DEL', todos, ids)
   push_all('RPUSH', todos, values)
   push_all('HSET', ids, pairs_)
-  st.bytes = tonumber(ARGV[10])
+  st.bytes = tonumber(ARGV[5])
   kind = 'todos_replaced'
 elseif op == 'add' then
-  local new_id, encoded = ARGV[10], ARGV[11]
-  if ARGV[14] == '1' and redis.call('HEXISTS', ids, new_id) == 1 then return {'duplicate'} end
+  local new_id, encoded = ARGV[5], ARGV[6]
+  if ARGV[9] == '1' and redis.call('HEXISTS', ids, new_id) == 1 then return {'duplicate'} end
   local count = redis.call('LLEN', todos)
   if count >= MAX_TODOS then return {'full', 'count'} end
-  if st.bytes + tonumber(ARGV[12]) > MAX_BYTES then return {'full', 'bytes'} end
+  if st.bytes + tonumber(ARGV[7]) > MAX_BYTES then return {'full', 'bytes'} end
   index = count
-  if ARGV[13] ~= '' then index = math.min(math.max(tonumber(ARGV[13]), 0), count) end
+  if ARGV[8] ~= '' then index = math.min(math.max(tonumber(ARGV[8]), 0), count) end
   if index == count then
     redis.call('RPUSH', todos, encoded)
   elseif index == 0 then
@@ -70,10 +69,10 @@ elseif op == 'add' then
     redis.call('LINSERT', todos, 'BEFORE', redis.call('LINDEX', todos, index), encoded)
   end
   redis.call('HSET', ids, new_id, encoded)
-  st.bytes = st.bytes + tonumber(ARGV[12])
+  st.bytes = st.bytes + tonumber(ARGV[7])
   kind, todo_id, added = 'todo_added', new_id, encoded
 elseif op == 'update' or op == 'remove' then
-  todo_id = ARGV[10]
+  todo_id = ARGV[5]
   local old = redis.call('HGET', ids, todo_id)
   if not old then return {'todo_missing'} end
   local todo = cjson.decode(old)
@@ -84,7 +83,7 @@ elseif op == 'update' or op == 'remove' then
     st.bytes = st.bytes - old_bytes
     kind = 'todo_removed'
   else
-    local set_metadata, remove_metadata = cjson.decode(ARGV[14]), cjson.decode(ARGV[15])
+    local set_metadata, remove_metadata = cjson.decode(ARGV[9]), cjson.decode(ARGV[10])
     if next(set_metadata) or #remove_metadata > 0 then
       local metadata = todo[5] or {}
       for k, v in pairs(set_metadata) do metadata[k] = v end
@@ -92,9 +91,9 @@ elseif op == 'update' or op == 'remove' then
       if entries_bytes(metadata) > MAX_METADATA then return {'metadata_too_large'} end
       todo[5] = metadata
     end
-    if ARGV[11] ~= '' then todo[2] = ARGV[11] end
-    if ARGV[12] ~= '' then todo[3] = ARGV[12] end
-    if ARGV[13] ~= '' then todo[4] = ARGV[13] end
+    if ARGV[6] ~= '' then todo[2] = ARGV[6] end
+    if ARGV[7] ~= '' then todo[3] = ARGV[7] end
+    if ARGV[8] ~= '' then todo[4] = ARGV[8] end
     local encoded = encode_todo(todo)
     if encoded == old then return {'same', state_reply(id, st)} end
     local bytes = st.bytes - old_bytes + todo_bytes(todo)
@@ -107,16 +106,16 @@ elseif op == 'update' or op == 'remove' then
 elseif op == 'session' then
   local labels = cjson.decode(st.labels)
   local changed = false
-  for k, v in pairs(cjson.decode(ARGV[10])) do
+  for k, v in pairs(cjson.decode(ARGV[5])) do
     if labels[k] ~= v then labels[k], changed = v, true end
   end
-  for _, k in ipairs(cjson.decode(ARGV[11])) do
+  for _, k in ipairs(cjson.decode(ARGV[6])) do
     if labels[k] ~= nil then labels[k], changed = nil, true end
   end
   local count = 0
   for _ in pairs(labels) do count = count + 1 end
   if count > MAX_LABELS then return {'too_many_labels'} end
-  if ARGV[12] ~= '' and tonumber(ARGV[12]) ~= tonumber(st.ttl) then st.ttl, changed = ARGV[12], true end
+  if ARGV[7] ~= '' and tonumber(ARGV[7]) ~= tonumber(st.ttl) then st.ttl, changed = ARGV[7], true end
   if not changed then return {'same', state_reply(id, st)} end
   st.labels = object(labels)
   kind = 'session_updated'
@@ -125,10 +124,10 @@ else
 end
 
 st.rev = st.rev + 1
-st.updated = ARGV[8]
+st.updated = now
 save(id, st)
 local behind = missed(current_cursor() + 1)
-local entry_head = head(id, kind, st.rev, todo_id, ARGV[7], '', st)
+local entry_head = head(id, kind, st.rev, todo_id, origin, '', st)
 local entry, cursor = publish(entry_head, todos_json(id))
 if HISTORY > 0 then
   redis.call('RPUSH', key('h', id), entry)
