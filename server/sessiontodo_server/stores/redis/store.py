@@ -77,6 +77,11 @@ _EXPIRY_LEASE = 30.0
 _EXPIRY_BATCH = 1000
 
 
+def _unavailable(error: Exception) -> Unavailable:
+    log.debug("redis call failed: %r", error)
+    return Unavailable("the store is unreachable; retry")
+
+
 _json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -116,8 +121,7 @@ class RedisStore:
             async with asyncio.timeout(self._timeout):
                 yield
         except (*_UNREACHABLE, TimeoutError) as error:
-            log.debug("redis call failed: %r", error)
-            raise Unavailable("the store is unreachable; retry") from error
+            raise _unavailable(error) from error
 
     async def _within(self, call: Awaitable[T]) -> T:
         """The follower's calls: bounded like every other, failing with redis-py's errors."""
@@ -156,10 +160,10 @@ class RedisStore:
         """Make sure the store is set up; whether its feed is another than last seen, and its cursor."""
         if not migrate:  # back after losing Redis: idle pooled connections may be dead, open fresh ones
             await self._redis.connection_pool.disconnect(inuse_connections=False)
-        carried: list[Any] = ["", 0, ""]
+        carried: list[Any] = ["", ""]
         if migrate and (old := await self._redis.hget(f"{self._old_global}:state", "change")) is not None:
             revision, _, _, todos = json.loads(old)
-            carried = [revision + 1, *_list_args(tuple(todo_from_fields(fields) for fields in todos))]
+            carried = [revision + 1, _list_text(tuple(todo_from_fields(fields) for fields in todos))]
         epoch, cursor = await self._within(
             self._scripts.init([self._counters], self._args(os.urandom(6).hex(), *carried))
         )
@@ -204,8 +208,9 @@ class RedisStore:
 
     async def _published(self, missed: list[Any], first: int, last: int) -> None:
         """Before a change of ours (cursors ``first``..``last``) is published: everything earlier is delivered."""
-        async with self._reachable():
-            await self._follower.bridge(missed, first)
+        if self._follower.delivered < first - 1:
+            async with self._reachable():
+                await self._follower.bridge(missed, first)
         self._follower.advance(last)
 
     async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
@@ -282,8 +287,11 @@ class RedisStore:
         expected = "" if expected_revision is None else str(expected_revision)
         header = _json([session_id, operation, expected, request_id, origin, repr(float(now))])
         args = self._args(header, _limits(limits), *operands)
-        async with self._reachable():
-            reply = await self._scripts.write([self._counters], args)
+        try:  # what _reachable() does, spelled out on the hottest path
+            async with asyncio.timeout(self._timeout):
+                reply = await self._scripts.write([self._counters], args)
+        except (*_UNREACHABLE, TimeoutError) as error:
+            raise _unavailable(error) from error
         outcome = _text(reply[0])
         if outcome == "ok":
             known = mutation.todos if isinstance(mutation, ReplaceTodos) else None
@@ -341,11 +349,7 @@ class RedisStore:
 
             async def woken(timeout: float) -> list[bytes]:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
-                carried = []
-                while message is not None:  # wake-ups queued meanwhile are handled together
-                    carried.append(message["data"])
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0)
-                return carried
+                return [] if message is None else [message["data"]]
 
             yield woken
 
@@ -398,16 +402,16 @@ def _limits(limits: Limits) -> bytes:
     return " ".join(map(str, values)).encode()
 
 
-def _list_args(todos: tuple[Todo, ...]) -> list[Any]:
-    """A whole list as script arguments: its bytes, and its encoded todos one per line."""
-    return [sum(map(todo_bytes, todos)), "\n".join(map(encode_todo, todos))]
+def _list_text(todos: tuple[Todo, ...]) -> str:
+    """A whole list as one script argument: its encoded todos, one per line."""
+    return "\n".join(map(encode_todo, todos))
 
 
 def _operation(mutation: Mutation) -> list[Any]:
     """A mutation as ``write.lua``'s operation and arguments."""
     match mutation:
         case ReplaceTodos(todos):
-            return ["replace", *_list_args(todos)]
+            return ["replace", _list_text(todos)]
         case AddTodo(todo, index, id_given):
             return ["add", todo.id, encode_todo(todo), todo_bytes(todo), "" if index is None else index, int(id_given)]
         case UpdateTodo(todo_id, content, status, priority, set_metadata, remove_metadata):

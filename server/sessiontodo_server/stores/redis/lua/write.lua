@@ -2,7 +2,7 @@
 -- ARGV[3] JSON strings [session id, operation, expected revision ('' : any), request id ('' : none),
 -- origin, now], [4] the limits (max todos, max list bytes, max metadata bytes, max labels,
 -- separated by spaces), then the operation's arguments from [5]:
---   replace: bytes, the encoded todos one per line ('' : none)
+--   replace: the encoded todos one per line ('' : none)
 --   add: id, encoded todo, bytes, index ('' : end), id given ('1' or '')
 --   update: todo id, content, status, priority ('' : unchanged), metadata to set (JSON), keys to remove (JSON)
 --   remove: todo id
@@ -35,11 +35,13 @@ local function push_all(command, target, values)  -- in slices: unpack has a lim
 end
 
 if op == 'replace' then
-  local values, pairs_ = {}, {}
-  for encoded in string.gmatch(ARGV[6], '[^\n]+') do  -- JSON escapes every newline inside a todo
+  local values, pairs_, bytes = {}, {}, 0
+  for encoded in string.gmatch(ARGV[5], '[^\n]+') do  -- JSON escapes every newline inside a todo
+    local todo = cjson.decode(encoded)
     values[#values + 1] = encoded
-    pairs_[#pairs_ + 1] = cjson.decode(encoded)[1]
+    pairs_[#pairs_ + 1] = todo[1]
     pairs_[#pairs_ + 1] = encoded
+    bytes = bytes + todo_bytes(todo)
   end
   local current = redis.call('LRANGE', todos, 0, -1)
   local same = #current == #values
@@ -51,7 +53,7 @@ if op == 'replace' then
   redis.call('DEL', todos, ids)
   push_all('RPUSH', todos, values)
   push_all('HSET', ids, pairs_)
-  st.bytes = tonumber(ARGV[5])
+  st.bytes = bytes
   kind = 'todos_replaced'
 elseif op == 'add' then
   local new_id, encoded = ARGV[5], ARGV[6]
