@@ -31,6 +31,7 @@ from redis.asyncio import Redis
 
 from loadgen import call_raw, grpc_body, h2load
 from replicas import _redis, _replica
+from report import Row
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.mutations import AddTodo, ReplaceTodos
@@ -252,6 +253,47 @@ async def _write_rates(addresses: list[str], seconds: float, cpus: set[int]) -> 
         )
     )
     return [result.rate for result in results]
+
+
+def redis_rows(floor: dict[str, Any], processes: dict[str, Any]) -> list[Row]:
+    """Figure 7 of ``make bench``."""
+    cpu, p50 = floor["cpu_us_per_write"], floor["subscriber_p50_ms"]
+    contention = floor["contention"]
+    return [
+        Row(
+            "8. redis",
+            "Python CPU per write, Redis store (ReplaceTodos of 10)",
+            cpu["store"],
+            "µs",
+            baseline=cpu["floor"],
+            baseline_name="hand-rolled redis-py script",
+            target=("<=", TARGET_CPU_RATIO),
+        ),
+        Row(
+            "8. redis",
+            "write to subscriber on another connection, p50",
+            p50["store"],
+            "ms",
+            baseline=p50["floor"],
+            baseline_name="hand-rolled redis-py script + pub/sub",
+            target=("<=", TARGET_P50_RATIO),
+        ),
+        Row(
+            "8. redis",
+            f"failed unconditional writes, {contention['writers']} writers on one session via 2 replicas",
+            contention["failures"],
+            f"of {contention['writes']}",
+        ),
+        Row(
+            "8. redis",
+            "ReplaceTodos/s, two server processes on one Redis",
+            processes["two_processes"],
+            "req/s",
+            baseline=processes["one_process"],
+            baseline_name="one server process",
+            target=(">=", TARGET_SCALING),
+        ),
+    ]
 
 
 def main() -> None:
