@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+import redis.exceptions
 from redis_support import RedisServer
 
 from sessiontodo_server.app import open_store
@@ -423,3 +424,18 @@ def test_a_store_url_is_logged_without_its_password_in_any_form(url: str, caplog
 def test_the_server_opens_a_redis_store_for_redis_and_rediss_urls() -> None:
     assert isinstance(open_store("redis://127.0.0.1:1/0", 8), RedisStore)
     assert isinstance(open_store("rediss://127.0.0.1:1/0", 8), RedisStore)
+
+
+async def test_a_redis_error_naming_an_internal_address_reaches_clients_as_unavailable_without_it(
+    open_replica: OpenReplica,
+) -> None:
+    store = await open_replica()
+    await _create(store, "s")
+
+    async def moved(*args: Any) -> Any:
+        raise redis.exceptions.ResponseError("MOVED 3999 10.1.2.3:6380")
+
+    store._scripts.write = moved  # type: ignore[method-assign]
+    with pytest.raises(Unavailable) as refused:
+        await _replace(store, "s", "x")
+    assert "10.1.2.3" not in str(refused.value)

@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sessiontodo_server.errors import (
@@ -57,8 +57,12 @@ from sessiontodo_server.todos import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError)
-"""What a down, restarting, failing-over or full Redis raises: mapped to UNAVAILABLE."""
+_UNREACHABLE = (RedisError,)
+"""What a down, restarting, loading, failing-over, busy or full Redis raises: UNAVAILABLE. Redis's
+own words (which may name its address) stay in the logs."""
+
+_EXPECTED = (RedisConnectionError, RedisTimeoutError, TimeoutError, ReadOnlyError, OutOfMemoryError)
+"""Failures that need no traceback in the logs."""
 
 _CONNECTION_DEFAULTS: dict[str, Any] = {
     "socket_connect_timeout": 2.0,
@@ -76,9 +80,15 @@ _EXPIRY_LEASE = 30.0
 
 _EXPIRY_BATCH = 1000
 
+_OLD_SESSION_KEYS = ("state", "log", "requests", "request-revisions", "removed")
+"""A session's keys in the 0.1 layout (``P{s:ID}:<name>``)."""
+
 
 def _unavailable(error: Exception) -> Unavailable:
-    log.debug("redis call failed: %r", error)
+    if isinstance(error, _EXPECTED):
+        log.debug("redis call failed: %r", error)
+    else:
+        log.warning("redis call failed: %r", error)
     return Unavailable("the store is unreachable; retry")
 
 
@@ -97,6 +107,7 @@ class RedisStore:
         self._sessions = location.key("sessions")
         self._children = location.key("children")
         self._old_global = f"{location.prefix}{{s:}}"
+        self._old_index = f"{location.prefix}{{index}}:sessions"
         self._timeout = location.timeout
         self._redis: Redis = Redis.from_url(location.url, retry=Retry(NoBackoff(), 0), **_CONNECTION_DEFAULTS)
         self._scripts = Scripts(self._redis)
@@ -164,13 +175,14 @@ class RedisStore:
         if migrate and (old := await self._redis.hget(f"{self._old_global}:state", "change")) is not None:
             revision, _, _, todos = json.loads(old)
             carried = [revision + 1, _list_text(tuple(todo_from_fields(fields) for fields in todos))]
-        epoch, cursor = await self._within(
+        epoch, cursor, created = await self._within(
             self._scripts.init([self._counters], self._args(os.urandom(6).hex(), *carried))
         )
-        if carried[0] != "":
-            await self._redis.delete(*(f"{self._old_global}:{name}" for name in ("state", "log", "requests")))
-            await self._redis.delete(f"{self._old_global}:request-revisions", f"{self._old_global}:removed")
+        if carried[0] != "" and created:
+            await self._redis.delete(*(f"{self._old_global}:{name}" for name in _OLD_SESSION_KEYS))
             log.info("carried the global list over from the 0.1 layout to %r", GLOBAL_SESSION_ID)
+        if migrate and (left := await self._redis.zcard(self._old_index)):
+            log.warning("%d sessions of the 0.1 key layout were not carried over (only the global list is)", left)
         recreated = bool(self.feed_epoch) and _text(epoch) != self.feed_epoch
         self.feed_epoch = _text(epoch)
         return recreated, int(cursor)
