@@ -248,9 +248,11 @@ class RedisStore:
                 if not ids:
                     break
                 states = await self._read(ids)
-                found += [state for state in states if state and only.matches(state.session_id, state.info)][
-                    : limit - len(found)
-                ]
+                found += [
+                    state
+                    for state in states
+                    if state and state.session_id != GLOBAL_SESSION_ID and only.matches(state.session_id, state.info)
+                ][: limit - len(found)]
                 after_id = ids[-1]
         return found
 
