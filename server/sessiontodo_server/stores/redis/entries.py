@@ -52,8 +52,8 @@ def decode_state(session_id: str, reply: list[Any]) -> SessionState:
 
 
 def decode_result(data: bytes) -> AddResult:
-    todo, index, revision = json.loads(data)
-    return AddResult(todo_from_fields(todo), index, revision)
+    todo, index, revision, fingerprint = json.loads(data)
+    return AddResult(todo_from_fields(todo), index, revision, fingerprint)
 
 
 def _text(reply: bytes | str) -> str:

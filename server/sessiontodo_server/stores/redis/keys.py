@@ -11,8 +11,8 @@ in one atomic script. (Scaling out is by replicas; one Redis shard serves them a
 - ``P{st}:feed`` (stream): the last ``feed_history`` changes, entry id ``<cursor>-0``;
 - per session ID: ``P{st}:s:ID`` (hash: revision, parent, labels, times, idle TTL, list bytes),
   ``:t:ID`` (list: the encoded todos in order), ``:i:ID`` (hash: todo id -> encoded todo),
-  ``:h:ID`` (list: the last ``history_limit`` changes), ``:q:ID``/``:qr:ID`` (AddTodo request
-  ids, their results and revisions).
+  ``:h:ID`` (list: the last ``history_limit`` changes), ``:q:ID``/``:qr:ID``/``:qt:ID`` (AddTodo
+  request ids: their results, revisions and times).
 
 ``P`` is the prefix (``sessiontodo:`` unless the URL says ``?prefix=``).
 """

@@ -299,7 +299,8 @@ class RedisStore:
     ) -> Written:
         operation, *operands = _operation(mutation)
         expected = "" if expected_revision is None else str(expected_revision)
-        header = _json([session_id, operation, expected, request_id, origin, repr(float(now))])
+        fingerprint = mutation.fingerprint if isinstance(mutation, AddTodo) else ""
+        header = _json([session_id, operation, expected, request_id, origin, repr(float(now)), fingerprint])
         args = self._args(header, _limits(limits), *operands)
         try:  # what _reachable() does, spelled out on the hottest path
             async with asyncio.timeout(self._timeout):
@@ -314,7 +315,8 @@ class RedisStore:
             assert change.info is not None
             state = SessionState(session_id, change.revision, change.todos, change.info)
             if isinstance(mutation, AddTodo):
-                return Written(state, change, AddResult(mutation.todo, int(reply[2]), change.revision))
+                result = AddResult(mutation.todo, int(reply[2]), change.revision, mutation.fingerprint)
+                return Written(state, change, result)
             return Written(state, change)
         if outcome == "same":
             return Written(decode_state(session_id, reply[1]))

@@ -10,7 +10,8 @@ local BASE, WRITER, FEED_LENGTH = CONFIG[1], CONFIG[2], CONFIG[3]
 local INLINE_BYTES, HISTORY = tonumber(CONFIG[4]), tonumber(CONFIG[5])
 local DELIVERED = tonumber(ARGV[2])
 local GLOBAL = 'sessiontodo:global'
-local REQUEST_WINDOW = 1024
+local REQUEST_RETENTION_WRITES = 10000  -- as stores/base.py says
+local REQUEST_RETENTION_SECONDS = 3600
 local REMOVED_MARKS = 100000
 local REPLICA_TIMEOUT = 30  -- seconds a replica that stopped sending heartbeats is still woken
 

@@ -30,7 +30,8 @@ for _, id in ipairs(doomed) do
   local st = load(id)
   local removed_at = st.rev + 1
   removals[#removals + 1] = publish(head(id, 'session_removed', removed_at, '', '', ARGV[4], st), '[]')
-  redis.call('DEL', key('s', id), key('t', id), key('i', id), key('h', id), key('q', id), key('qr', id))
+  redis.call('DEL', key('s', id), key('t', id), key('i', id), key('h', id), key('q', id), key('qr', id),
+    key('qt', id))
   redis.call('ZREM', key('sessions'), id)
   redis.call('ZREM', key('deadlines'), id)
   if st.parent ~= '' then redis.call('ZREM', key('children'), st.parent .. ' ' .. id) end

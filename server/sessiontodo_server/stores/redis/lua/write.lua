@@ -1,6 +1,6 @@
 -- One write, whole: the list operation runs here, atomically, as mutations.apply does it in Python.
 -- ARGV[3] JSON strings [session id, operation, expected revision ('' : any), request id ('' : none),
--- origin, now], [4] the limits (max todos, max list bytes, max metadata bytes, max labels,
+-- origin, now, the request's fingerprint], [4] the limits (max todos, max list bytes, max metadata bytes, max labels,
 -- separated by spaces), then the operation's arguments from [5]:
 --   replace: the encoded todos one per line ('' : none)
 --   add: id, encoded todo, bytes, index ('' : end), id given ('1' or '')
@@ -11,14 +11,12 @@
 -- {'same', state} | {'request', result, state} |
 -- {'missing'} | {'mismatch', revision} | {'duplicate'} | {'todo_missing'} | {'full', 'count' | 'bytes'} |
 -- {'metadata_too_large'} | {'list_too_large'} | {'too_many_labels'}
-local id, op, expected, request_id, origin, now = unpack(cjson.decode(ARGV[3]))
+local id, op, expected, request_id, origin, now, fingerprint = unpack(cjson.decode(ARGV[3]))
 local st = load(id)
 if not st then return {'missing'} end
 if request_id ~= '' then
-  local at = redis.call('ZSCORE', key('qr', id), request_id)
-  if at and tonumber(at) >= st.rev - REQUEST_WINDOW then
-    return {'request', redis.call('HGET', key('q', id), request_id), state_reply(id, st)}
-  end
+  local previous = redis.call('HGET', key('q', id), request_id)
+  if previous then return {'request', previous, state_reply(id, st)} end
 end
 if expected ~= '' and tonumber(expected) ~= st.rev then return {'mismatch', int(st.rev)} end
 
@@ -136,14 +134,21 @@ if HISTORY > 0 then
   redis.call('LTRIM', key('h', id), -HISTORY, -1)
 end
 if added and request_id ~= '' then
-  redis.call('HSET', key('q', id), request_id, '[' .. added .. ',' .. int(index) .. ',' .. int(st.rev) .. ']')
+  redis.call('HSET', key('q', id), request_id,
+    '[' .. added .. ',' .. int(index) .. ',' .. int(st.rev) .. ',' .. str(fingerprint) .. ']')
   redis.call('ZADD', key('qr', id), st.rev, request_id)
-  local horizon = '(' .. int(st.rev - REQUEST_WINDOW)
-  local forgotten = redis.call('ZRANGEBYSCORE', key('qr', id), '-inf', horizon)
-  if #forgotten > 0 then
-    push_all('HDEL', key('q', id), forgotten)
-    redis.call('ZREMRANGEBYSCORE', key('qr', id), '-inf', horizon)
+  redis.call('ZADD', key('qt', id), now, request_id)
+end
+-- Request ids are forgotten once both REQUEST_RETENTION_WRITES writes and _SECONDS old.
+while true do
+  local oldest = redis.call('ZRANGE', key('qr', id), 0, 0, 'WITHSCORES')
+  if #oldest == 0 or tonumber(oldest[2]) >= st.rev - REQUEST_RETENTION_WRITES
+    or tonumber(redis.call('ZSCORE', key('qt', id), oldest[1])) >= tonumber(now) - REQUEST_RETENTION_SECONDS then
+    break
   end
+  redis.call('ZREM', key('qr', id), oldest[1])
+  redis.call('ZREM', key('qt', id), oldest[1])
+  redis.call('HDEL', key('q', id), oldest[1])
 end
 wake(entry)
 if op == 'replace' then entry = string.format('[%d', cursor) .. entry_head .. 'null]' end
