@@ -125,7 +125,7 @@ class Metrics:
         )
         self.write_conflicts = Counter(
             "sessiontodo_write_conflicts_total",
-            "Writes that met another writer: race (lost the compare-and-set, retried) or expected_revision (ABORTED).",
+            "Writes whose expected_revision was not the session's (answered ABORTED).",
             ["reason"],
             registry=self.registry,
         )

@@ -188,10 +188,11 @@ class WatchHub:
             self.buffered.hold(change, taken)
 
     def lag_all(self, position: int) -> None:
-        """The store cannot tell what changed up to ``position``: every watcher and feed resets."""
+        """The store cannot tell what changed before ``position``, where it goes on from (lower after
+        its feed was re-created): every watcher and feed resets."""
         for subscription in [*self._feeds, *(s for watchers in self._by_session.values() for s in watchers)]:
             subscription.lag()
-        self.position = max(self.position, position)
+        self.position = position
 
     def end_session(self, removal: Change) -> None:
         """Give every watcher of a removed session its final message, and forget them: a session
