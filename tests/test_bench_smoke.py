@@ -24,6 +24,7 @@ FIGURES = (
     "5. list size",
     "6. replicas",
     "7. opencode sidecar",
+    "8. redis",
 )
 
 

@@ -18,20 +18,24 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from sessiontodo_server import mutations
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, Held, MemoryBudget, change_bytes, give_back, list_bytes
-from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState
-from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
+from sessiontodo_server.mutations import AddTodo, Mutation
+from sessiontodo_server.stores.base import (
+    GLOBAL_SESSION_ID,
+    REQUEST_RETENTION_SECONDS,
+    REQUEST_RETENTION_WRITES,
+    AddResult,
+    SessionState,
+    Written,
+)
+from sessiontodo_server.todos import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo, Todo
 
 log = logging.getLogger(__name__)
 
 FEED_PURGE_BYTES = 1 << 20
 """A removed session whose changes in the feed hold more than this has them dropped at once."""
-
-REQUEST_RETENTION_WRITES = 10_000
-REQUEST_RETENTION_SECONDS = 3600.0
-"""An AddTodo request id is remembered (per session) until it is both this many writes of its
-session and this many seconds old: a retry within either gets the first result."""
 
 REQUEST_BYTES = 160
 """What remembering one request costs beyond its todo's text, for the memory budget."""
@@ -293,10 +297,38 @@ class MemoryStore:
         session = self._sessions.get(session_id)
         return None if session is None else _state(session_id, session)
 
-    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
-        session = self._sessions.get(change.session_id)
-        if session is None or session.revision != change.revision - 1:
-            return None
+    async def write(
+        self,
+        session_id: str,
+        mutation: Mutation,
+        *,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> Written:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        state = _state(session_id, session)
+        if request_id and (previous := self._find_request(session, request_id)) is not None:
+            return Written(state, result=previous)
+        if expected_revision is not None and expected_revision != session.revision:
+            raise RevisionMismatch(session_id, expected_revision, session.revision)
+        applied = mutations.apply(session_id, session.todos, session.info, mutation, limits)
+        if applied is None:
+            return Written(state)
+        revision = session.revision + 1
+        info = replace(applied.info, updated_at=now)
+        change = Change(session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin)
+        result = None
+        if isinstance(mutation, AddTodo):
+            result = AddResult(applied.todos[applied.index], applied.index, revision, mutation.fingerprint)
+        change = self._commit(session, change, (request_id, result) if request_id and result else None)
+        return Written(_state(session_id, session), change, result)
+
+    def _commit(self, session: _Session, change: Change, request: tuple[str, AddResult] | None) -> Change:
         size = list_bytes(change.todos)
         if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
             raise LimitExceeded("memory", self._budget.total)
@@ -382,9 +414,8 @@ class MemoryStore:
             return None
         return list(history)[len(history) - (session.revision - revision) :]
 
-    async def find_request(self, session_id: str, request_id: str) -> AddResult | None:
-        session = self._sessions.get(session_id)
-        if session is None or session.requests is None:
+    def _find_request(self, session: _Session, request_id: str) -> AddResult | None:
+        if session.requests is None:
             return None
         remembered = session.requests.get(request_id)
         return None if remembered is None else remembered[0]
