@@ -140,14 +140,16 @@ class TodoBook:
         written = await self._write(session_id, mutation, expected_revision, origin=origin)
         return written.state, written.change is not None
 
-    async def remove_session(self, session_id: str) -> list[str]:
+    async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
         ops.check_session_id(session_id, self._limits)
         if session_id == GLOBAL_SESSION_ID:
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
-        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED))
+        ops.check_origin(origin)
+        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
 
-    async def remove_all_sessions(self) -> int:
-        return len(self._end(await self._store.remove_all_sessions()))
+    async def remove_all_sessions(self, origin: str = "") -> int:
+        ops.check_origin(origin)
+        return len(self._end(await self._store.remove_all_sessions(origin)))
 
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:

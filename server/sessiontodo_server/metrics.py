@@ -266,13 +266,13 @@ class InstrumentedStore:
         with self._timed("create_session"):
             return await self._store.create_session(session_id, info, max_sessions, origin)
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         with self._timed("remove_session"):
-            return await self._store.remove_session(session_id, reason)
+            return await self._store.remove_session(session_id, reason, origin)
 
-    async def remove_all_sessions(self) -> list[Change]:
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
         with self._timed("remove_all_sessions"):
-            return await self._store.remove_all_sessions()
+            return await self._store.remove_all_sessions(origin)
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         with self._timed("list_sessions"):

@@ -90,10 +90,10 @@ class TodoStore(Protocol):
         the same id reached, so a revision from a previous incarnation never looks current.
         """
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         """Remove a session and its descendants; one SESSION_REMOVED change for each removed."""
 
-    async def remove_all_sessions(self) -> list[Change]:
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
         """Remove every session except the global list."""
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:

@@ -185,28 +185,29 @@ class MemoryStore:
         self._record(created)
         return _state(session_id, session), created
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         if session_id not in self._sessions:
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
             doomed.extend(sorted(self._sessions[doomed_id].children or ()))
-        return self._removing(doomed, reason)
+        return self._removing(doomed, reason, origin)
 
-    async def remove_all_sessions(self) -> list[Change]:
-        removals = self._removing([sid for sid in self._sessions if sid != GLOBAL_SESSION_ID], RemovalReason.REMOVED)
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
+        everyone = [sid for sid in self._sessions if sid != GLOBAL_SESSION_ID]
+        removals = self._removing(everyone, RemovalReason.REMOVED, origin)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
         return removals
 
-    def _removing(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
+    def _removing(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
         """``_remove``, then the memory it let go of goes back to the system (once ``_remove``'s
         frame, which still holds the last session, is gone)."""
         held = self._lists_bytes + self._retained.bytes
-        removals = self._remove(session_ids, reason)
+        removals = self._remove(session_ids, reason, origin)
         give_back(held - self._lists_bytes - self._retained.bytes)
         return removals
 
-    def _remove(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
+    def _remove(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
         if not session_ids:
             return []
         removals = []
@@ -219,6 +220,7 @@ class MemoryStore:
                     ChangeKind.SESSION_REMOVED,
                     session.revision + 1,
                     info=session.info,
+                    origin=origin,
                     reason=reason,
                     cursor=self._cursor,
                 )

@@ -225,16 +225,17 @@ class RedisStore:
                 await self._follower.bridge(missed, first)
         self._follower.advance(last)
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         claimed = self._claimed.pop(session_id, None) if reason is RemovalReason.EXPIRED else None
-        return await self._remove(session_id, reason, "" if claimed is None else repr(claimed))
+        return await self._remove(session_id, reason, "" if claimed is None else repr(claimed), origin)
 
-    async def remove_all_sessions(self) -> list[Change]:
-        return await self._remove("", RemovalReason.REMOVED, "")
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
+        return await self._remove("", RemovalReason.REMOVED, "", origin)
 
-    async def _remove(self, session_id: str, reason: RemovalReason, due_at: str) -> list[Change]:
+    async def _remove(self, session_id: str, reason: RemovalReason, due_at: str, origin: str) -> list[Change]:
         async with self._reachable():
-            missed, entries = await self._scripts.remove([self._counters], self._args(session_id, reason.value, due_at))
+            arguments = self._args(session_id, reason.value, due_at, origin)
+            missed, entries = await self._scripts.remove([self._counters], arguments)
         removals = [decode_entry(data)[0] for data in entries]
         if removals:
             await self._published(missed, removals[0].cursor, removals[-1].cursor)

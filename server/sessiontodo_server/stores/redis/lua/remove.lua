@@ -1,6 +1,7 @@
 -- Remove a session and its descendants (ARGV[3] the id; '' every session but the global list).
 -- ARGV[4] the reason; ARGV[5] ('' : none) fences an expiry: the session is removed only if its
--- idle TTL has run out at that time (another replica's write may have renewed it).
+-- idle TTL has run out at that time (another replica's write may have renewed it); ARGV[6] the
+-- origin.
 -- {missed, {removal entries}}.
 local doomed = {}
 if ARGV[3] == '' then
@@ -29,7 +30,7 @@ local removals = {}
 for _, id in ipairs(doomed) do
   local st = load(id)
   local removed_at = st.rev + 1
-  removals[#removals + 1] = publish(head(id, 'session_removed', removed_at, '', '', ARGV[4], st), '[]')
+  removals[#removals + 1] = publish(head(id, 'session_removed', removed_at, '', ARGV[6], ARGV[4], st), '[]')
   redis.call('DEL', key('s', id), key('t', id), key('i', id), key('h', id), key('q', id), key('qr', id),
     key('qt', id))
   redis.call('ZREM', key('sessions'), id)
