@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 import pytest
-from certificates import CertificateAuthority, Issued
 
+from certificates import CertificateAuthority, Issued
 from support import ROOT, ServerProcess, run_node_suite
 from test_grpcurl import GRPCURL
 from test_node_grpc import GOOGLEAPIS_PROTO_DIR
