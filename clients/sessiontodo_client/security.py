@@ -31,6 +31,32 @@ class ChannelSecurity:
         if (self.root_certificates or self.client_certificate) and not self.tls:
             raise ValueError("certificates are only used with tls=True")
 
+    @classmethod
+    def from_files(
+        cls,
+        tls: bool,
+        ca_file: Path | None,
+        client_cert: Path | None,
+        client_key: Path | None,
+        token: SecretStr | None,
+        token_file: Path | None,
+    ) -> ChannelSecurity:
+        """The material the gateways' flags name (see ``ServiceConnection``), read from its files."""
+        if token is not None and token_file is not None:
+            raise ValueError("give --token or --token-file, not both")
+        secret = token.get_secret_value() if token is not None else None
+        if token_file is not None:
+            secret = token_file.read_text().strip()
+            if not secret:
+                raise ValueError(f"token file {token_file} is empty")
+        return cls(
+            tls=tls or ca_file is not None or client_cert is not None,
+            root_certificates=ca_file.read_bytes() if ca_file is not None else None,
+            client_certificate=client_cert.read_bytes() if client_cert is not None else None,
+            client_key=client_key.read_bytes() if client_key is not None else None,
+            token=secret,
+        )
+
     def credentials(self) -> grpc.ChannelCredentials | None:
         """Channel credentials, or None for a plain channel (no TLS, no token)."""
         if self.tls:
@@ -62,17 +88,6 @@ class ServiceConnection(BaseModel):
 
     def channel_security(self) -> ChannelSecurity:
         """Reads the files named here; raises ``OSError`` or ``ValueError`` if they are unusable."""
-        if self.token is not None and self.token_file is not None:
-            raise ValueError("give --token or --token-file, not both")
-        token = self.token.get_secret_value() if self.token is not None else None
-        if self.token_file is not None:
-            token = self.token_file.read_text().strip()
-            if not token:
-                raise ValueError(f"token file {self.token_file} is empty")
-        return ChannelSecurity(
-            tls=self.tls or self.ca_file is not None or self.client_cert is not None,
-            root_certificates=self.ca_file.read_bytes() if self.ca_file is not None else None,
-            client_certificate=self.client_cert.read_bytes() if self.client_cert is not None else None,
-            client_key=self.client_key.read_bytes() if self.client_key is not None else None,
-            token=token,
+        return ChannelSecurity.from_files(
+            self.tls, self.ca_file, self.client_cert, self.client_key, self.token, self.token_file
         )
