@@ -263,7 +263,12 @@ async def _serve(
     security: _Security,
 ) -> RunningServer:
     limits = settings.limits()
-    hub = WatchHub(settings.watch_buffer, limits.max_watchers, MemoryBudget(settings.memory_budget).buffers)
+    hub = WatchHub(
+        settings.watch_buffer,
+        limits.max_watchers,
+        MemoryBudget(settings.memory_budget).buffers,
+        limits.max_watchers_per_tenant,
+    )
     book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl, observer=metrics)
 
     file_descriptors = descriptors.raise_soft_limit()

@@ -30,7 +30,17 @@ from sessiontodo_server.stores.base import (
     SessionState,
     Written,
 )
-from sessiontodo_server.todos import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.todos import (
+    EVERY_SESSION,
+    Change,
+    ChangeKind,
+    Limits,
+    RemovalReason,
+    SessionFilter,
+    SessionInfo,
+    Todo,
+    is_global_list,
+)
 
 log = logging.getLogger(__name__)
 
@@ -193,9 +203,9 @@ class MemoryStore:
             doomed.extend(sorted(self._sessions[doomed_id].children or ()))
         return self._removing(doomed, reason, origin)
 
-    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
-        everyone = [sid for sid in self._sessions if sid != GLOBAL_SESSION_ID]
-        removals = self._removing(everyone, RemovalReason.REMOVED, origin)
+    async def remove_all_sessions(self, origin: str = "", only: SessionFilter = EVERY_SESSION) -> list[Change]:
+        doomed = [sid for sid, s in self._sessions.items() if not is_global_list(sid) and only.matches(sid, s.info)]
+        removals = self._removing(doomed, RemovalReason.REMOVED, origin)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
         return removals
 
@@ -271,7 +281,7 @@ class MemoryStore:
         found = []
         for session_id in self._ids_after(after_id, only):
             session = self._sessions[session_id]
-            if session_id != GLOBAL_SESSION_ID and only.matches(session_id, session.info):
+            if not is_global_list(session_id) and only.matches(session_id, session.info):
                 found.append(_state(session_id, session))
                 if len(found) == limit:
                     break
