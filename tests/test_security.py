@@ -38,7 +38,7 @@ from sessiontodo_server.auth import Role, required_role
 from sessiontodo_server.transport import SERVICE_NAME
 from support import ROOT, free_port
 
-NO_RETRY: dict[str, Any] = {"retry": RetryPolicy(attempts=1), "timeout": 5.0}
+NO_RETRY: dict[str, Any] = {"retry": RetryPolicy(attempts=1), "timeout": 10.0}
 
 TOKENS = {
     "reader": ("read-token-0123456789", "acme", "reader"),
@@ -87,9 +87,13 @@ def trusting(ca: CertificateAuthority, client: Issued | None = None, token: str 
     )
 
 
+PATIENT = RetryPolicy(attempts=4, initial=0.5, maximum=2.0)
+"""A refused handshake fails every attempt; a slow one on a loaded machine gets another chance."""
+
+
 async def reachable(address: str, security: ChannelSecurity) -> bool:
     """Whether a fresh client gets an answer (any answer but UNAVAILABLE) from ``address``."""
-    async with TodoClient.connect(address, security=security, **NO_RETRY) as client:
+    async with TodoClient.connect(address, PATIENT, 20.0, security=security) as client:
         try:
             await client.list_sessions()
         except Unavailable:

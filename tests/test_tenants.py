@@ -21,7 +21,6 @@ from sessiontodo_client import (
     InvalidArgument,
     NotFound,
     ResourceExhausted,
-    RetryPolicy,
     Todo,
     TodoClient,
     WatchEvent,
@@ -79,7 +78,7 @@ async def tenants(start: Callable[..., Any], auth_file: Path) -> AsyncIterator[C
 
 
 def connect(server: RunningServer, bearer: str) -> TodoClient:
-    return TodoClient.connect(server.address, RetryPolicy(attempts=1), 5.0, security=ChannelSecurity(token=bearer))
+    return TodoClient.connect(server.address, security=ChannelSecurity(token=bearer))
 
 
 def contents(todos: list[Todo]) -> list[str]:
