@@ -332,7 +332,7 @@ def test_a_server_on_a_public_address_without_tls_and_tokens_refuses_to_start(fl
 
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith(f"sessiontodo-server: refusing to listen on '0.0.0.0' without {missing}:")
+    assert f"CRITICAL sessiontodo_server: refusing to listen on '0.0.0.0' without {missing}:" in result.stderr
 
 
 async def test_an_explicit_insecure_flag_or_full_protection_lets_it_listen_publicly(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import inspect
 import logging
 import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -180,26 +181,29 @@ def _denied(
 
 
 def _as_tenant(handler: grpc.RpcMethodHandler, tenant: str) -> grpc.RpcMethodHandler:
-    """``handler`` with the caller's tenant entered for the whole call."""
-    if handler.unary_unary is not None:
-        unary: Callable[..., Awaitable[Any]] = handler.unary_unary
+    """``handler`` with the caller's tenant entered for the whole call, whatever its shape."""
+    for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+        if (behaviour := getattr(handler, kind)) is not None:
+            return handler._replace(**{kind: _entering(tenant, behaviour)})
+    return handler
 
-        async def call(request: object, context: grpc.aio.ServicerContext) -> Any:
+
+def _entering(tenant: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isasyncgenfunction(behaviour):
+
+        async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             tenancy.enter(tenant)
-            return await unary(request, context)
-
-        return handler._replace(unary_unary=call)
-    if handler.unary_stream is not None:
-        stream: Callable[..., AsyncIterator[Any]] = handler.unary_stream
-
-        async def watch(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            tenancy.enter(tenant)
-            async with aclosing(stream(request, context)) as messages:  # type: ignore[type-var]
+            async with aclosing(behaviour(request, context)) as messages:
                 async for message in messages:
                     yield message
 
-        return handler._replace(unary_stream=watch)
-    return handler
+        return stream
+
+    async def call(request: object, context: grpc.aio.ServicerContext) -> Any:
+        tenancy.enter(tenant)
+        return await behaviour(request, context)
+
+    return call
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
