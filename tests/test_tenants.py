@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
     ChangeKind,
     ChannelSecurity,
@@ -171,6 +174,22 @@ async def test_listing_paging_and_remove_all_stay_within_the_tenant(tenants: Cal
 
     assert [s.session_id for s in await t.acme.list_sessions()] == [f"ses_{i}" for i in range(5)]
     assert [s.session_id for s in await t.globex.list_sessions()] == ["ses_0"]
+    async with grpc.aio.insecure_channel(t.server.address) as channel:  # pages by hand: the client follows them
+        stub = pb_grpc.TodoServiceStub(channel)
+
+        def as_writer(tenant: str) -> tuple[tuple[str, str]]:
+            return (("authorization", f"Bearer {token(tenant, 'writer')}"),)
+
+        first = await stub.ListSessions(pb.ListSessionsRequest(page_size=2), metadata=as_writer("acme"))
+        second = await stub.ListSessions(
+            pb.ListSessionsRequest(page_size=2, page_token=first.next_page_token), metadata=as_writer("acme")
+        )
+        assert [s.session_id for s in [*first.sessions, *second.sessions]] == ["ses_0", "ses_1", "ses_2", "ses_3"]
+        with pytest.raises(grpc.aio.AioRpcError) as foreign:
+            await stub.ListSessions(
+                pb.ListSessionsRequest(page_size=2, page_token=first.next_page_token), metadata=as_writer("globex")
+            )
+        assert foreign.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     async with t.admin("globex") as globex_admin:
         assert await globex_admin.remove_all_sessions() == 1
     assert len(await t.acme.list_sessions()) == 5

@@ -104,6 +104,11 @@ class SessionFilter:
     tenant: str | None = None
     """Only this tenant's sessions (``""``: the default tenant's); None: every tenant's."""
 
+    @property
+    def id_prefix(self) -> str:
+        """What every matching id starts with ("" when that narrows nothing)."""
+        return f"{self.tenant}{tenancy.SEPARATOR}" if self.tenant else ""
+
     def matches(self, session_id: str, info: SessionInfo | None) -> bool:
         if self.session_ids and session_id not in self.session_ids:
             return False

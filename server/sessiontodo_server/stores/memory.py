@@ -296,8 +296,12 @@ class MemoryStore:
             yield from sorted(sid for sid in (parent.children or ()) if sid > after_id) if parent else ()
         else:
             ids = self._sorted_ids
-            start = bisect.bisect_right(ids, after_id)
-            yield from (ids[i] for i in range(start, len(ids)))  # stable while a page is read: nothing awaits
+            prefix = only.id_prefix  # a tenant's ids sort together: read only their range
+            start = bisect.bisect_right(ids, max(after_id, prefix))
+            for i in range(start, len(ids)):  # stable while a page is read: nothing awaits
+                if not ids[i].startswith(prefix):
+                    return
+                yield ids[i]
 
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
