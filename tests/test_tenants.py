@@ -301,3 +301,22 @@ async def test_session_and_watcher_limits_apply_per_tenant(tenants: Callable[...
     assert (await next_event(globex_watch)).kind is ChangeKind.SNAPSHOT
     for events in (watching, globex_watch):
         await events.aclose()
+
+
+async def test_a_tenant_over_its_memory_share_is_refused_growth_while_others_write_on(
+    tenants: Callable[..., Any],
+) -> None:
+    t: Tenants = await tenants(memory_per_tenant=64 << 10)
+    big = [Todo(content="x" * 4000) for _ in range(10)]  # about 42 KB each
+    for client in (t.acme, t.globex):
+        await client.create_session("ses_1")
+        await client.create_session("ses_2")
+    await t.acme.replace_todos("ses_1", big)
+
+    with pytest.raises(ResourceExhausted, match="memory per tenant"):
+        await t.acme.replace_todos("ses_2", big)
+    await t.globex.replace_todos("ses_1", big)  # another tenant's share is its own
+    await t.acme.replace_todos("ses_1", big[:2])  # shrinking always goes through, and frees the share
+    await t.acme.replace_todos("ses_2", big)
+    await t.acme.remove_session("ses_2")
+    await t.acme.replace_todos("ses_1", big)

@@ -212,7 +212,10 @@ async def start_server(
         store
         if store is not None
         else open_store(
-            settings.store, settings.history_limit, settings.feed_history, MemoryBudget(settings.memory_budget)
+            settings.store,
+            settings.history_limit,
+            settings.feed_history,
+            MemoryBudget(settings.memory_budget, settings.memory_per_tenant),
         )
     )
     if metrics is not None or tracer_provider is not None:

@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     max_watchers: int = Field(20_000, ge=1, description="Open WatchTodos and WatchChanges streams, together.")
     max_sessions_per_tenant: int = Field(0, ge=0, description="Sessions one tenant may hold; 0: up to --max-sessions.")
     max_watchers_per_tenant: int = Field(0, ge=0, description="Streams one tenant may open; 0: up to --max-watchers.")
+    memory_per_tenant: int = Field(
+        0, ge=0, description="Bytes of lists one tenant may hold, within the budget's lists share; 0: no own share."
+    )
 
     def refusal(self) -> str | None:
         """Why these settings must not start a server, or None.
