@@ -27,10 +27,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until_serving(address: str, timeout: float = 15.0) -> None:
-    """Block until the health service at ``address`` says SERVING."""
+def wait_until_serving(address: str, timeout: float = 15.0, credentials: grpc.ChannelCredentials | None = None) -> None:
+    """Block until the health service at ``address`` says SERVING (over TLS with ``credentials``)."""
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
+    channel = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:
@@ -49,10 +50,16 @@ class ServerProcess:
     """``python -m sessiontodo_server`` in its own process, on a free loopback port."""
 
     def __init__(
-        self, *args: str, port: int | None = None, env: dict[str, str] | None = None, stderr: int | None = None
+        self,
+        *args: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        stderr: int | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.port = port or free_port()
         self._stderr = stderr
+        self._credentials = credentials
         self.address = f"127.0.0.1:{self.port}"
         self._args = ["--host", "127.0.0.1", "--port", str(self.port), *args]
         self._env = {**os.environ, **(env or {})}
@@ -62,7 +69,7 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sessiontodo_server", *self._args], env=self._env, cwd=ROOT, stderr=self._stderr
         )
-        wait_until_serving(self.address)
+        wait_until_serving(self.address, credentials=self._credentials)
         return self
 
     def kill(self) -> None:

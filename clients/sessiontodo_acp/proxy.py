@@ -149,7 +149,11 @@ class AcpPlanProxy:
 
         policy = self._settings.retry_policy()
         # The mirror's jobs retry (one policy per job); the client itself must not retry under them.
-        self._todos = TodoClient.connect(self._settings.address, retry=dataclasses.replace(policy, attempts=1))
+        self._todos = TodoClient.connect(
+            self._settings.address,
+            retry=dataclasses.replace(policy, attempts=1),
+            security=self._settings.channel_security(),
+        )
         mirror = PlanMirror(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
         backlog, self._backlog = self._backlog or [], []
         for from_agent, message in backlog:  # synchronously: nothing can slip in between

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
     from sessiontodo_client.retry import RetryPolicy
+    from sessiontodo_client.security import ChannelSecurity
 
 
 class ProxySettings(BaseSettings):
@@ -20,6 +22,14 @@ class ProxySettings(BaseSettings):
     )
 
     address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC service.")
+    # sessiontodo_client.ServiceConnection's fields, declared here because importing that package loads
+    # gRPC, which must wait until the agent is started (see launch); channel_security() shares its reading.
+    tls: bool = Field(False, description="Use TLS to sessiontodo (implied by --ca-file and --client-cert).")
+    ca_file: Path | None = Field(None, description="PEM CA bundle that signed sessiontodo's certificate.")
+    client_cert: Path | None = Field(None, description="PEM client certificate for mutual TLS.")
+    client_key: Path | None = Field(None, description="PEM private key of --client-cert.")
+    token: SecretStr | None = Field(None, description="Bearer token for sessiontodo (prefer --token-file).")
+    token_file: Path | None = Field(None, description="File holding the bearer token (whitespace trimmed).")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr, never stdout.")
     agent_exit_timeout: float = Field(
         5.0, ge=0, description="Seconds the agent gets to exit after the editor closes the proxy's input."
@@ -47,6 +57,14 @@ class ProxySettings(BaseSettings):
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
         """Settings from the proxy's own flags (everything before ``--``), the environment and defaults."""
         return cls(_cli_parse_args=list(flags))  # type: ignore[call-arg]
+
+    def channel_security(self) -> ChannelSecurity:
+        """TLS material and token for sessiontodo, read from their files (``OSError``/``ValueError`` if unusable)."""
+        from sessiontodo_client.security import ChannelSecurity  # gRPC loads after the agent started
+
+        return ChannelSecurity.from_files(
+            self.tls, self.ca_file, self.client_cert, self.client_key, self.token, self.token_file
+        )
 
     def session_idle_ttl(self) -> float | None:
         return self.idle_ttl or None

@@ -5,9 +5,11 @@ from sessiontodo_client.client import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
     ResourceExhausted,
     ServiceError,
     TodoClient,
+    Unauthenticated,
     Unavailable,
 )
 from sessiontodo_client.models import (
@@ -25,18 +27,22 @@ from sessiontodo_client.models import (
     WatchEvent,
 )
 from sessiontodo_client.retry import RetryPolicy, is_transient
+from sessiontodo_client.security import ChannelSecurity, ServiceConnection
 
 __all__ = [
     "Aborted",
     "AddedTodo",
     "ChangeKind",
+    "ChannelSecurity",
     "FailedPrecondition",
     "FeedEvent",
     "InvalidArgument",
     "NotFound",
+    "PermissionDenied",
     "RemovalReason",
     "ResourceExhausted",
     "RetryPolicy",
+    "ServiceConnection",
     "ServiceError",
     "Session",
     "SessionTodos",
@@ -45,6 +51,7 @@ __all__ = [
     "TodoList",
     "TodoPriority",
     "TodoStatus",
+    "Unauthenticated",
     "Unavailable",
     "UpdatedTodo",
     "WatchEvent",

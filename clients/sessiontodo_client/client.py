@@ -43,6 +43,7 @@ from sessiontodo_client.models import (
     WatchEvent,
 )
 from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
+from sessiontodo_client.security import ChannelSecurity
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,14 @@ class Unavailable(ServiceError):
     pass
 
 
+class Unauthenticated(ServiceError):
+    """No bearer token, or one the server does not know."""
+
+
+class PermissionDenied(ServiceError):
+    """The token's role may not make this call."""
+
+
 _ERRORS: dict[grpc.StatusCode, type[ServiceError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -116,6 +125,8 @@ _ERRORS: dict[grpc.StatusCode, type[ServiceError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
 }
 
 
@@ -230,22 +241,32 @@ class TodoClient:
         self._timeout = timeout
 
     @classmethod
-    def connect(cls, target: str, retry: RetryPolicy = DEFAULT_RETRY, timeout: float = 10.0) -> TodoClient:
-        """A client on a new insecure channel to ``target`` (``host:port``), pinging idle connections.
+    def connect(
+        cls,
+        target: str,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 10.0,
+        *,
+        security: ChannelSecurity = ChannelSecurity(),
+    ) -> TodoClient:
+        """A client on a new channel to ``target`` (``host:port``), pinging idle connections; TLS,
+        client certificate and bearer token as ``security`` says (default: plaintext, anonymous).
 
         The channel reconnects with the retry policy's backoff: gRPC's default grows to 120 s,
         so a long-lived client that outlived a server restart could wait minutes otherwise.
         """
-        channel = grpc.aio.insecure_channel(
-            target,
-            options=[
-                ("grpc.keepalive_time_ms", 30_000),
-                ("grpc.keepalive_permit_without_calls", 1),
-                ("grpc.initial_reconnect_backoff_ms", int(retry.initial * 1000)),
-                ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),
-                ("grpc.max_reconnect_backoff_ms", int(retry.maximum * 1000)),
-            ],
-        )
+        options = [
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.initial_reconnect_backoff_ms", int(retry.initial * 1000)),
+            ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),
+            ("grpc.max_reconnect_backoff_ms", int(retry.maximum * 1000)),
+        ]
+        credentials = security.credentials()
+        if credentials is None:
+            channel = grpc.aio.insecure_channel(target, options=options)
+        else:
+            channel = grpc.aio.secure_channel(target, credentials, options=options)
         return cls(channel, retry, timeout)
 
     async def close(self) -> None:

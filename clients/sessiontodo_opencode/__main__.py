@@ -15,7 +15,8 @@ log = logging.getLogger("sessiontodo_opencode")
 
 
 async def serve(settings: Settings) -> None:
-    async with TodoClient.connect(settings.sessiontodo_address) as client:
+    security = settings.channel_security()
+    async with TodoClient.connect(settings.sessiontodo_address, security=security) as client:
         running = await start_sidecar(settings, client)
         log.info("serving OpenCode on %s for sessiontodo at %s", running.url, settings.sessiontodo_address)
         stop = asyncio.Event()
@@ -31,7 +32,10 @@ def main() -> None:
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(serve(settings))
+    try:
+        asyncio.run(serve(settings))
+    except (OSError, ValueError) as error:  # the CA, certificate or token files
+        sys.exit(f"sessiontodo-opencode: {error}")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,11 @@ log = logging.getLogger("sessiontodo_opencode.mirror")
 
 
 async def serve(settings: MirrorSettings) -> None:
+    password = settings.opencode_password
+    auth = httpx.BasicAuth(settings.opencode_username, password.get_secret_value()) if password else None
     async with (
-        TodoClient.connect(settings.sessiontodo_address) as client,
-        httpx.AsyncClient(base_url=settings.opencode, timeout=30.0) as http,
+        TodoClient.connect(settings.sessiontodo_address, security=settings.channel_security()) as client,
+        httpx.AsyncClient(base_url=settings.opencode, timeout=30.0, auth=auth) as http,
     ):
         log.info("mirroring OpenCode at %s into sessiontodo at %s", settings.opencode, settings.sessiontodo_address)
         mirroring = asyncio.create_task(OpenCodeMirror(client, http).run())
@@ -38,7 +40,10 @@ def main() -> None:
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    asyncio.run(serve(settings))
+    try:
+        asyncio.run(serve(settings))
+    except (OSError, ValueError) as error:  # the CA, certificate or token files
+        sys.exit(f"sessiontodo-opencode-mirror: {error}")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sessiontodo_client import ServiceConnection
 
-class Settings(BaseSettings):
-    """Every knob of the sidecar; flags win over environment variables, which win over defaults."""
+
+class Settings(BaseSettings, ServiceConnection):
+    """Every knob of the sidecar; flags win over environment variables, which win over defaults.
+
+    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="SESSIONTODO_OPENCODE_", cli_kebab_case=True, cli_prog_name="sessiontodo-opencode"
@@ -45,15 +50,49 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
     metrics: bool = Field(False, description="Count and time HTTP requests and serve them at GET /metrics.")
+    server_username: str = Field(
+        "opencode",
+        validation_alias=AliasChoices(
+            "server_username", "SESSIONTODO_OPENCODE_SERVER_USERNAME", "OPENCODE_SERVER_USERNAME"
+        ),
+        description="Basic auth user name (as OpenCode's OPENCODE_SERVER_USERNAME).",
+    )
+    server_password: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "server_password", "SESSIONTODO_OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_PASSWORD"
+        ),
+        description="Require HTTP basic auth with this password (as OpenCode's OPENCODE_SERVER_PASSWORD; prefer the "
+        "environment to the command line).",
+    )
+    allowed_hosts: list[str] = Field(
+        [], description="Host names served besides IP addresses and localhost ('*': any; DNS rebinding protection)."
+    )
+    allowed_origins: list[str] = Field(
+        [], description="Browser origins allowed besides the sidecar's own, with CORS ('*': any)."
+    )
 
 
-class MirrorSettings(BaseSettings):
-    """The mirror's knobs: flags win over ``SESSIONTODO_OPENCODE_MIRROR_*`` variables, which win over defaults."""
+class MirrorSettings(BaseSettings, ServiceConnection):
+    """The mirror's knobs: flags win over ``SESSIONTODO_OPENCODE_MIRROR_*`` variables, which win over defaults.
+
+    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="SESSIONTODO_OPENCODE_MIRROR_", cli_kebab_case=True, cli_prog_name="sessiontodo-opencode-mirror"
     )
 
     opencode: str = Field(description="Base URL of the OpenCode server to follow, e.g. http://127.0.0.1:4096.")
+    opencode_username: str = Field(
+        "opencode",
+        validation_alias=AliasChoices("opencode_username", "OPENCODE_SERVER_USERNAME"),
+        description="Basic auth user name for OpenCode (its OPENCODE_SERVER_USERNAME).",
+    )
+    opencode_password: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("opencode_password", "OPENCODE_SERVER_PASSWORD"),
+        description="Basic auth password for an OpenCode server started with OPENCODE_SERVER_PASSWORD.",
+    )
     sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")

@@ -14,6 +14,7 @@ import uvicorn
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode.app import create_app
 from sessiontodo_opencode.bridge import TodoBridge
+from sessiontodo_opencode.guard import HttpGuard
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
 
@@ -58,11 +59,17 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     )
     await bridge.start()
     metrics = SidecarMetrics() if settings.metrics else None
-    app = create_app(
-        bridge,
-        heartbeat_interval=settings.heartbeat_interval,
-        max_body_bytes=settings.max_body_bytes,
-        metrics=metrics,
+    app = HttpGuard(
+        create_app(
+            bridge,
+            heartbeat_interval=settings.heartbeat_interval,
+            max_body_bytes=settings.max_body_bytes,
+            metrics=metrics,
+        ),
+        username=settings.server_username,
+        password=settings.server_password.get_secret_value() if settings.server_password else None,
+        allowed_hosts=settings.allowed_hosts,
+        allowed_origins=settings.allowed_origins,
     )
     config = uvicorn.Config(
         app,

@@ -1,4 +1,5 @@
-"""``python -m sessiontodo_server``: serve until SIGTERM or SIGINT, then shut down gracefully."""
+"""``python -m sessiontodo_server``: serve until SIGTERM or SIGINT, then shut down gracefully;
+SIGHUP reloads the TLS certificate and the auth file."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import signal
 import sys
 
-from sessiontodo_server.app import start_server
+from sessiontodo_server.app import StartupError, start_server
 from sessiontodo_server.logs import configure_logging
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import StoreStartupError
@@ -19,6 +20,7 @@ async def serve(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, running.reload)
     await stop.wait()
     await running.stop()
 
@@ -28,7 +30,7 @@ def main() -> None:
     configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings))
-    except StoreStartupError as error:
+    except (StoreStartupError, StartupError) as error:
         logging.getLogger("sessiontodo_server").critical("%s", error)
         sys.exit(1)
 

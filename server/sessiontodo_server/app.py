@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import descriptors
+from sessiontodo_server.auth import AuthFileError, AuthInterceptor
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
@@ -29,6 +30,7 @@ from sessiontodo_server.settings import Settings, redact_url
 from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
+from sessiontodo_server.tls import ReloadableTls, TlsError, TlsFiles
 from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_todo_service
 from sessiontodo_server.watch import WatchHub
 
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The server must not start with these settings; the message says why in one line."""
 
 
 def open_store(
@@ -133,10 +139,22 @@ class RunningServer:
     metrics_port: int | None = None
     telemetry: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     """The metrics endpoint, the session counter and a tracer provider made here: closed after the server."""
+    tls: ReloadableTls | None = None
+    auth: AuthInterceptor | None = None
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the TLS files and the auth file; open streams are untouched, and a
+        broken file is logged while the previous one stays in force."""
+        for part in (self.tls, self.auth):
+            try:
+                if part is not None:
+                    part.reload()
+            except (TlsError, AuthFileError) as error:
+                log.error("%s; keeping the previous one", error)
 
     async def stop(self) -> None:
         """Health NOT_SERVING, watches end with UNAVAILABLE, then stop within the grace period."""
@@ -156,11 +174,33 @@ async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool)
         await health_servicer.set(service, status)
 
 
+@dataclass(frozen=True)
+class _Security:
+    tls: ReloadableTls | None
+    auth: AuthInterceptor | None
+
+
+def _security(settings: Settings) -> _Security:
+    """TLS credentials and the auth interceptor, or the one-line reason to refuse starting."""
+    if refusal := settings.refusal():
+        raise StartupError(refusal)
+    try:
+        tls = None
+        if settings.tls_cert is not None and settings.tls_key is not None:
+            tls = ReloadableTls(TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca))
+        auth = AuthInterceptor(settings.auth_file) if settings.auth_file is not None else None
+    except (TlsError, AuthFileError) as error:
+        raise StartupError(str(error)) from error
+    return _Security(tls, auth)
+
+
 async def start_server(
     settings: Settings, store: TodoStore | None = None, tracer_provider: TracerProvider | None = None
 ) -> RunningServer:
     """``tracer_provider`` turns tracing on with that provider (tests pass one with an in-memory exporter);
-    otherwise ``settings.tracing`` turns it on with one configured by ``OTEL_*``."""
+    otherwise ``settings.tracing`` turns it on with one configured by ``OTEL_*``. Raises ``StartupError``
+    before touching the store when the settings must not serve."""
+    security = _security(settings)
     telemetry = contextlib.AsyncExitStack()
     if tracer_provider is None and settings.tracing:
         from sessiontodo_server.tracing import provider_from_environment
@@ -172,7 +212,10 @@ async def start_server(
         store
         if store is not None
         else open_store(
-            settings.store, settings.history_limit, settings.feed_history, MemoryBudget(settings.memory_budget)
+            settings.store,
+            settings.history_limit,
+            settings.feed_history,
+            MemoryBudget(settings.memory_budget, settings.memory_per_tenant),
         )
     )
     if metrics is not None or tracer_provider is not None:
@@ -183,7 +226,7 @@ async def start_server(
         await telemetry.aclose()
         raise
     try:
-        return await _serve(settings, store, metrics, tracer_provider, telemetry)
+        return await _serve(settings, store, metrics, tracer_provider, telemetry, security)
     except BaseException:
         await store.close()  # e.g. the port is taken: never leave the store open
         await telemetry.aclose()
@@ -199,16 +242,19 @@ def _store_tracer(provider: TracerProvider | None) -> Tracer | None:
 
 
 def _interceptors(
-    settings: Settings, metrics: Metrics | None, provider: TracerProvider | None
+    settings: Settings, metrics: Metrics | None, provider: TracerProvider | None, auth: AuthInterceptor | None
 ) -> list[grpc.aio.ServerInterceptor]:
-    """Tracing outermost, so its span is current while the observing interceptor logs and records."""
+    """Tracing outermost, so its span is current while the observing interceptor logs and records;
+    authentication innermost, so refused calls are traced, logged and counted too."""
+    checks: list[grpc.aio.ServerInterceptor] = [auth] if auth is not None else []
     if provider is not None:
         from sessiontodo_server.tracing import record_status, server_interceptor
 
-        return [server_interceptor(provider), ObservingInterceptor(metrics, settings.log_requests, record_status)]
+        observing = ObservingInterceptor(metrics, settings.log_requests, record_status)
+        return [server_interceptor(provider), observing, *checks]
     if metrics is not None or settings.log_requests or settings.log_format == "json":
-        return [ObservingInterceptor(metrics, settings.log_requests)]
-    return []  # nothing to observe: every rpc skips the wrapping
+        return [ObservingInterceptor(metrics, settings.log_requests), *checks]
+    return checks  # nothing to observe: every rpc skips the wrapping
 
 
 async def _serve(
@@ -217,16 +263,22 @@ async def _serve(
     metrics: Metrics | None,
     tracer_provider: TracerProvider | None,
     telemetry: contextlib.AsyncExitStack,
+    security: _Security,
 ) -> RunningServer:
     limits = settings.limits()
-    hub = WatchHub(settings.watch_buffer, limits.max_watchers, MemoryBudget(settings.memory_budget).buffers)
+    hub = WatchHub(
+        settings.watch_buffer,
+        limits.max_watchers,
+        MemoryBudget(settings.memory_budget).buffers,
+        limits.max_watchers_per_tenant,
+    )
     book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl, observer=metrics)
 
     file_descriptors = descriptors.raise_soft_limit()
     max_connections = descriptors.connection_limit(settings.max_connections, file_descriptors)
     server = grpc.aio.server(
         options=_server_options(settings, max_connections),
-        interceptors=_interceptors(settings, metrics, tracer_provider),
+        interceptors=_interceptors(settings, metrics, tracer_provider, security.auth),
     )
     add_todo_service(server, TodoServicer(book), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
@@ -234,7 +286,11 @@ async def _serve(
     if settings.reflection:
         services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(services, server, pool=_ReflectionPool(descriptor_pool.Default()))
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    address = f"{settings.host}:{settings.port}"
+    if security.tls is not None:
+        port = server.add_secure_port(address, security.tls.credentials)
+    else:
+        port = server.add_insecure_port(address)
     metrics_port = None
     if metrics is not None and settings.metrics_port is not None:
         metrics.initialize(descriptor_pool.Default().FindServiceByName(SERVICE_NAME))
@@ -252,9 +308,11 @@ async def _serve(
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
     watch = asyncio.create_task(descriptors.watch(file_descriptors, max_connections), name="descriptor watch")
     log.info(
-        "serving on %s:%d with store %s; at most %d connections of %d streams each",
+        "serving on %s:%d (%s, %s) with store %s; at most %d connections of %d streams each",
         settings.host,
         port,
+        "plaintext" if security.tls is None else ("mutual TLS" if settings.tls_client_ca else "TLS"),
+        "bearer tokens" if security.auth is not None else "no authentication",
         redact_url(settings.store),
         max_connections,
         settings.max_streams_per_connection,
@@ -271,6 +329,8 @@ async def _serve(
         metrics,
         metrics_port,
         telemetry,
+        security.tls,
+        security.auth,
     )
 
 

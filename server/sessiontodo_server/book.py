@@ -16,9 +16,11 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sessiontodo_server import tenancy
 from sessiontodo_server import todos as ops
 from sessiontodo_server.errors import (
     InvalidArgument,
+    LimitExceeded,
     RequestIdReused,
     RevisionMismatch,
     SessionNotFound,
@@ -27,7 +29,7 @@ from sessiontodo_server.errors import (
 )
 from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.observer import BookObserver, NoObserver
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore, Written
+from sessiontodo_server.stores.base import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.todos import (
     NO_ENTRIES,
     Change,
@@ -75,6 +77,10 @@ class TodoBook:
         self._progress_interval = progress_interval
         self._default_idle_ttl = default_idle_ttl
         self._clock = clock
+        self._tenant_sessions: dict[str, int] = {}
+        """Sessions per tenant, counted once on a tenant's first create and then kept up to date
+        (only while ``max_sessions_per_tenant`` is on)."""
+        self._tenant_locks: dict[str, asyncio.Lock] = {}
         store.on_external_change(self._on_external_change)
 
     @property
@@ -115,11 +121,40 @@ class TodoBook:
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
         info = SessionInfo(parent_id, ops.frozen(labels), now, now, ttl)
+        if not self._limits.max_sessions_per_tenant:
+            return await self._create(session_id, info, origin)
+        tenant = tenancy.tenant_of(session_id)
+        async with self._tenant_locks.setdefault(tenant, asyncio.Lock()):  # one check-and-create at a time
+            if await self._store.get(session_id) is None:
+                if await self._count_sessions(tenant) >= self._limits.max_sessions_per_tenant:
+                    raise LimitExceeded("sessions per tenant", self._limits.max_sessions_per_tenant)
+            return await self._create(session_id, info, origin)
+
+    async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
         state, created = await self._store.create_session(session_id, info, self._limits.max_sessions, origin)
         if created is not None:
-            self._hub.publish(created)
-            log.info("session %s created (parent %r)", session_id, parent_id)
+            self._published(created)
+            log.info("session %s created (parent %r)", session_id, info.parent_id)
         return state, created is not None
+
+    async def _count_sessions(self, tenant: str) -> int:
+        if (known := self._tenant_sessions.get(tenant)) is not None:
+            return known
+        count, after, only = 0, "", SessionFilter(tenant=tenant)
+        while page := await self._store.list_sessions(after, MAX_PAGE_SIZE, only):
+            count += len(page)
+            after = page[-1].session_id
+        return self._tenant_sessions.setdefault(tenant, count)
+
+    def _count(self, change: Change) -> None:
+        """Follow a creation or removal in the per-tenant session counts (global lists never count)."""
+        tenant = tenancy.tenant_of(change.session_id)
+        if tenant in self._tenant_sessions and not ops.is_global_list(change.session_id):
+            self._tenant_sessions[tenant] += 1 if change.kind is ChangeKind.SESSION_CREATED else -1
+
+    def _published(self, created: Change) -> None:
+        self._count(created)
+        self._hub.publish(created)
 
     async def update_session(
         self,
@@ -142,23 +177,30 @@ class TodoBook:
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
         ops.check_session_id(session_id, self._limits)
-        if session_id == GLOBAL_SESSION_ID:
+        if ops.is_global_list(session_id):
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
         ops.check_origin(origin)
         return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
 
-    async def remove_all_sessions(self, origin: str = "") -> int:
+    async def remove_all_sessions(self, origin: str = "", tenant: str | None = None) -> int:
+        """Remove every session (of ``tenant`` only, when given) but the global lists."""
         ops.check_origin(origin)
-        return len(self._end(await self._store.remove_all_sessions(origin)))
+        return len(self._end(await self._store.remove_all_sessions(origin, SessionFilter(tenant=tenant))))
 
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:
+            self._count(removal)
             self._hub.end_session(removal)
             log.info("session %s %s", removal.session_id, removal.reason or RemovalReason.REMOVED)
         return [removal.session_id for removal in removals]
 
     async def list_sessions(
-        self, page_size: int, page_token: str, parent_id: str = "", labels: Mapping[str, str] = NO_ENTRIES
+        self,
+        page_size: int,
+        page_token: str,
+        parent_id: str = "",
+        labels: Mapping[str, str] = NO_ENTRIES,
+        tenant: str | None = None,
     ) -> tuple[list[SessionState], str]:
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
         if parent_id:
@@ -166,16 +208,25 @@ class TodoBook:
         violations += ops.label_violations(labels, self._limits)
         if violations:
             raise InvalidArgument(violations)
-        only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels))
+        only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
         return sessions, (_page_token(sessions[-1].session_id, only) if len(sessions) == limit else "")
 
     async def get(self, session_id: str) -> SessionState:
         ops.check_session_id(session_id, self._limits)
-        state = await self._store.get(session_id)
+        state = await self._load(session_id)
         if state is None:
             raise SessionNotFound(session_id)
+        return state
+
+    async def _load(self, session_id: str) -> SessionState | None:
+        """The session, or None; a tenant's global list is made on first use, as the default one
+        always exists."""
+        state = await self._store.get(session_id)
+        if state is None and tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
+            now = self._clock()
+            state, _ = await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
         return state
 
     async def batch_get(self, session_ids: Sequence[str]) -> tuple[list[SessionState], list[str]]:
@@ -188,7 +239,7 @@ class TodoBook:
             raise InvalidArgument(violations)
         found, missing = [], []
         for session_id in unique:
-            state = await self._store.get(session_id)
+            state = await self._load(session_id)
             if state is None:
                 missing.append(session_id)
             else:
@@ -269,6 +320,8 @@ class TodoBook:
         """One atomic write in the store; its change goes to this process's watchers."""
         ops.check_session_id(session_id, self._limits)
         ops.check_origin(origin)
+        if tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
+            await self._load(session_id)  # a tenant's global list exists from its first use
         try:
             written = await self._store.write(
                 session_id,
@@ -290,7 +343,10 @@ class TodoBook:
         if change.kind is ChangeKind.RESET and not change.session_id:
             self._hub.lag_all(change.cursor)
         elif change.kind is ChangeKind.SESSION_REMOVED:
+            self._count(change)
             self._hub.end_session(change)
+        elif change.kind is ChangeKind.SESSION_CREATED:
+            self._published(change)
         else:
             self._hub.publish(change)
 
@@ -447,7 +503,7 @@ def _whole(state: SessionState, kind: ChangeKind) -> Change:
 
 
 def _filter_digest(only: SessionFilter) -> str:
-    text = repr((only.parent_id, sorted(only.labels.items())))
+    text = repr((only.parent_id, sorted(only.labels.items()), only.tenant))
     return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
 
 

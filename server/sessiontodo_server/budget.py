@@ -59,6 +59,8 @@ def change_bytes(change: Change, list_size: int | None = None) -> int:
 @dataclass(frozen=True, slots=True)
 class MemoryBudget:
     total: int = DEFAULT_BUDGET
+    per_tenant: int = 0
+    """Bytes of lists one tenant may hold within the lists' share (0: no share of its own)."""
 
     @property
     def lists(self) -> int:

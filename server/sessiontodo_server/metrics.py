@@ -29,7 +29,7 @@ from sessiontodo_server.budget import MemoryBudget
 from sessiontodo_server.mutations import Mutation
 from sessiontodo_server.observer import ConflictReason, ResetReason
 from sessiontodo_server.stores.base import SessionState, TodoStore, Written
-from sessiontodo_server.todos import Change, Limits, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.todos import EVERY_SESSION, Change, Limits, RemovalReason, SessionFilter, SessionInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer  # the `tracing` extra
@@ -270,9 +270,9 @@ class InstrumentedStore:
         with self._timed("remove_session"):
             return await self._store.remove_session(session_id, reason, origin)
 
-    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
+    async def remove_all_sessions(self, origin: str = "", only: SessionFilter = EVERY_SESSION) -> list[Change]:
         with self._timed("remove_all_sessions"):
-            return await self._store.remove_all_sessions(origin)
+            return await self._store.remove_all_sessions(origin, only)
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         with self._timed("list_sessions"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -52,6 +54,15 @@ class Settings(BaseSettings):
         0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never."
     )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
+    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve TLS (reloaded on SIGHUP).")
+    tls_key: Path | None = Field(None, description="PEM private key of --tls-cert.")
+    tls_client_ca: Path | None = Field(
+        None, description="PEM CA bundle: clients must present a certificate it signed (mutual TLS)."
+    )
+    auth_file: Path | None = Field(
+        None, description="TOML file of hashed bearer tokens with tenants and roles (reloaded on SIGHUP)."
+    )
+    insecure: bool = Field(False, description="Allow binding a non-loopback address without both TLS and --auth-file.")
     log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object per line.")
     log_requests: bool = Field(
         False, description="Log one line per finished rpc: method, session id, status code, latency."
@@ -95,6 +106,30 @@ class Settings(BaseSettings):
     )
     max_sessions: int = Field(100_000, ge=1)
     max_watchers: int = Field(20_000, ge=1, description="Open WatchTodos and WatchChanges streams, together.")
+    max_sessions_per_tenant: int = Field(0, ge=0, description="Sessions one tenant may hold; 0: up to --max-sessions.")
+    max_watchers_per_tenant: int = Field(0, ge=0, description="Streams one tenant may open; 0: up to --max-watchers.")
+    memory_per_tenant: int = Field(
+        0, ge=0, description="Bytes of lists one tenant may hold, within the budget's lists share; 0: no own share."
+    )
+
+    def refusal(self) -> str | None:
+        """Why these settings must not start a server, or None.
+
+        Like Redis's protected mode: anything reachable from other hosts needs TLS and tokens,
+        unless ``--insecure`` says that is intended.
+        """
+        if (self.tls_cert is None) != (self.tls_key is None):
+            return "--tls-cert and --tls-key go together"
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            return "--tls-client-ca needs --tls-cert and --tls-key"
+        if _is_loopback(self.host) or self.insecure or (self.tls_cert is not None and self.auth_file is not None):
+            return None
+        needed = (("--tls-cert/--tls-key", self.tls_cert), ("--auth-file", self.auth_file))
+        missing = " and ".join(flag for flag, value in needed if value is None)
+        return (
+            f"refusing to listen on {self.host!r} without {missing}: anyone who can reach the port could read and "
+            "change every session; add them, bind 127.0.0.1, or pass --insecure if the network is trusted"
+        )
 
     def limits(self) -> Limits:
         return Limits(
@@ -105,6 +140,8 @@ class Settings(BaseSettings):
             max_list_bytes=self.max_list_bytes,
             max_sessions=self.max_sessions,
             max_watchers=self.max_watchers,
+            max_sessions_per_tenant=self.max_sessions_per_tenant,
+            max_watchers_per_tenant=self.max_watchers_per_tenant,
         )
 
 
@@ -118,3 +155,12 @@ def redact_url(url: str) -> str:
         netloc = f"{user}{colon and ':***'}@{host}"
     query = [(key, "***" if "password" in key.lower() else value) for key, value in parse_qsl(parts.query)]
     return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve to anything

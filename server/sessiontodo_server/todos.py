@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
+from sessiontodo_server import tenancy
 from sessiontodo_server.errors import InvalidArgument, LimitExceeded, TodoNotFound
 
 
@@ -100,9 +101,18 @@ class SessionFilter:
     session_ids: frozenset[str] = field(default_factory=frozenset)
     parent_id: str = ""
     labels: Mapping[str, str] = field(default_factory=_no_entries)
+    tenant: str | None = None
+    """Only this tenant's sessions (``""``: the default tenant's); None: every tenant's."""
+
+    @property
+    def id_prefix(self) -> str:
+        """What every matching id starts with ("" when that narrows nothing)."""
+        return f"{self.tenant}{tenancy.SEPARATOR}" if self.tenant else ""
 
     def matches(self, session_id: str, info: SessionInfo | None) -> bool:
         if self.session_ids and session_id not in self.session_ids:
+            return False
+        if self.tenant is not None and tenancy.tenant_of(session_id) != self.tenant:
             return False
         if info is None:
             return not (self.parent_id or self.labels)
@@ -144,6 +154,9 @@ class Limits:
     max_list_bytes: int = 1 << 20
     max_sessions: int = 100_000
     max_watchers: int = 20_000
+    max_sessions_per_tenant: int = 0
+    """0: a tenant may use every session the server allows."""
+    max_watchers_per_tenant: int = 0
     max_metadata_bytes: int = 16 * 1024
     max_labels: int = 64
     max_label_value_length: int = 4096
@@ -151,10 +164,12 @@ class Limits:
 
 
 GLOBAL_SESSION_ID = "sessiontodo:global"
-"""RFC-0034's sessionless global list: always exists, never removed, valid whatever the id limits."""
+"""RFC-0034's sessionless global list: always exists, never removed, valid whatever the id limits.
+Each tenant has its own (``acme/sessiontodo:global``), made on first use."""
 
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]+")
 _ID_PATTERN_TEXT = "letters, digits and . _ : -"
+_TENANT_PATTERN = re.compile(tenancy.TENANT_PATTERN)
 
 
 _ids = random.Random(os.urandom(16))
@@ -166,8 +181,17 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{_ids.getrandbits(64):016x}"
 
 
+def is_global_list(session_id: str) -> bool:
+    """Whether ``session_id`` is the default tenant's global list or a tenant's own."""
+    return tenancy.local(session_id) == GLOBAL_SESSION_ID
+
+
 def session_id_violations(session_id: str, limits: Limits, field: str = "session_id") -> list[tuple[str, str]]:
-    """Empty ids, ids that are too long or use characters outside the documented set."""
+    """Empty ids, ids that are too long or use characters outside the documented set; the limits
+    apply to the id a caller chose, after the tenant prefix the transport adds."""
+    tenant, session_id = tenancy.tenant_of(session_id), tenancy.local(session_id)
+    if tenant and not _TENANT_PATTERN.fullmatch(tenant):
+        return [(field, f"may only contain {_ID_PATTERN_TEXT}")]
     if not session_id:
         return [(field, "is required")]
     if session_id == GLOBAL_SESSION_ID:

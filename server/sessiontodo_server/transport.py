@@ -2,7 +2,9 @@
 
 Servicer methods stay thin: convert the request, call the ``TodoBook``, convert the
 result. Domain errors become gRPC statuses with google.rpc details (BadRequest field
-violations, ErrorInfo) that grpcurl and every gRPC client can read.
+violations, ErrorInfo) that grpcurl and every gRPC client can read. Every session id a
+caller sends is qualified with the caller's tenant, and every id sent back is stripped of
+it (see ``tenancy``), so a tenant only ever names, sees and counts its own sessions.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_server import errors, wire
+from sessiontodo_server import errors, tenancy, wire
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.status_fit import fit_status
 from sessiontodo_server.stores.base import SessionState
@@ -73,7 +75,11 @@ _ERROR_METADATA = {
 def to_status(error: errors.TodoError) -> status_pb2.Status:
     """The google.rpc.Status for a domain error, with its AIP-193 details."""
     code, reason = _ERROR_TABLE[type(error)]
-    status = status_pb2.Status(code=code, message=str(error))
+    message = str(error)
+    for attribute in ("session_id", "parent_id"):  # ids in the caller's own terms
+        if (qualified := getattr(error, attribute, None)) and qualified != tenancy.local(qualified):
+            message = message.replace(repr(qualified), repr(tenancy.local(qualified)))
+    status = status_pb2.Status(code=code, message=message)
     if isinstance(error, errors.InvalidArgument):
         violations = [
             error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
@@ -88,7 +94,7 @@ def to_status(error: errors.TodoError) -> status_pb2.Status:
         retry.retry_delay.FromMilliseconds(int(error.retry_after * 1000))
         status.details.add().Pack(retry)
     metadata = {
-        key: str(value)
+        key: tenancy.local(value) if attribute in ("session_id", "parent_id") else str(value)
         for attribute, key in _ERROR_METADATA.items()
         if (value := getattr(error, attribute, None)) is not None
     }
@@ -142,8 +148,8 @@ def draft_from_pb(todo: pb.Todo) -> TodoDraft:
 
 
 def _fill_session(message: pb.Session, session_id: str, revision: int, todo_count: int, info: SessionInfo) -> None:
-    message.session_id = session_id
-    message.parent_id = info.parent_id
+    message.session_id = tenancy.local(session_id)
+    message.parent_id = tenancy.local(info.parent_id)
     message.revision = revision
     message.todo_count = todo_count
     _set_time(message.created_at, info.created_at)
@@ -176,7 +182,7 @@ def _encode(change: Change) -> bytes:
         kind=_KIND_TO_PB[change.kind],
         revision=change.revision,
         todo_id=change.todo_id,
-        session_id=change.session_id,
+        session_id=tenancy.local(change.session_id),
         origin=change.origin,
         removal_reason=_REASON_TO_PB[change.reason] if change.reason else pb.REMOVAL_REASON_UNSPECIFIED,
     )
@@ -224,8 +230,15 @@ def _optional(message: Any, field: str) -> Any:
     return getattr(message, field) if message.HasField(field) else None
 
 
+def _qualified(session_id: str, field: str = "session_id") -> str:
+    """The caller's id as stored: qualified with the current call's tenant."""
+    return tenancy.qualify(tenancy.current(), session_id, field)
+
+
 def _filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
-    return SessionFilter(frozenset(message.session_ids), message.parent_id, dict(message.labels))
+    session_ids = frozenset(_qualified(sid, f"filter.session_ids[{i}]") for i, sid in enumerate(message.session_ids))
+    parent_id = _qualified(message.parent_id, "filter.parent_id")
+    return SessionFilter(session_ids, parent_id, dict(message.labels), tenancy.current())
 
 
 # Servicer
@@ -259,8 +272,8 @@ class TodoServicer:
     @_translating_errors
     async def CreateSession(self, request: pb.CreateSessionRequest, context: Any) -> pb.CreateSessionResponse:
         state, created = await self._book.create_session(
-            request.session_id,
-            request.parent_id,
+            _qualified(request.session_id),
+            _qualified(request.parent_id, "parent_id"),
             dict(request.labels),
             _seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
             request.origin,
@@ -269,12 +282,12 @@ class TodoServicer:
 
     @_translating_errors
     async def GetSession(self, request: pb.GetSessionRequest, context: Any) -> pb.GetSessionResponse:
-        return pb.GetSessionResponse(session=session_to_pb(await self._book.get(request.session_id)))
+        return pb.GetSessionResponse(session=session_to_pb(await self._book.get(_qualified(request.session_id))))
 
     @_translating_errors
     async def UpdateSession(self, request: pb.UpdateSessionRequest, context: Any) -> pb.UpdateSessionResponse:
         state, changed = await self._book.update_session(
-            request.session_id,
+            _qualified(request.session_id),
             dict(request.labels),
             list(request.remove_label_keys),
             _seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
@@ -285,33 +298,39 @@ class TodoServicer:
 
     @_translating_errors
     async def RemoveSession(self, request: pb.RemoveSessionRequest, context: Any) -> pb.RemoveSessionResponse:
-        removed = await self._book.remove_session(request.session_id, request.origin)
-        return pb.RemoveSessionResponse(existed=bool(removed), removed_session_ids=removed)
+        removed = await self._book.remove_session(_qualified(request.session_id), request.origin)
+        return pb.RemoveSessionResponse(existed=bool(removed), removed_session_ids=map(tenancy.local, removed))
 
     @_translating_errors
     async def RemoveAllSessions(
         self, request: pb.RemoveAllSessionsRequest, context: Any
     ) -> pb.RemoveAllSessionsResponse:
-        return pb.RemoveAllSessionsResponse(removed_count=await self._book.remove_all_sessions(request.origin))
+        removed = await self._book.remove_all_sessions(request.origin, tenancy.current())
+        return pb.RemoveAllSessionsResponse(removed_count=removed)
 
     @_translating_errors
     async def ListSessions(self, request: pb.ListSessionsRequest, context: Any) -> pb.ListSessionsResponse:
         sessions, token = await self._book.list_sessions(
-            request.page_size, request.page_token, request.parent_id, dict(request.labels)
+            request.page_size,
+            request.page_token,
+            _qualified(request.parent_id, "parent_id"),
+            dict(request.labels),
+            tenancy.current(),
         )
         return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
 
     @_translating_errors
     async def GetTodos(self, request: pb.GetTodosRequest, context: Any) -> pb.GetTodosResponse:
-        state = await self._book.get(request.session_id)
+        state = await self._book.get(_qualified(request.session_id))
         response = pb.GetTodosResponse(revision=state.revision)
         _add_todos(response.todos, state.todos)
         return response
 
     @_translating_errors
     async def BatchGetTodos(self, request: pb.BatchGetTodosRequest, context: Any) -> pb.BatchGetTodosResponse:
-        found, missing = await self._book.batch_get(list(request.session_ids))
-        response = pb.BatchGetTodosResponse(missing_session_ids=missing)
+        session_ids = [_qualified(sid, f"session_ids[{i}]") for i, sid in enumerate(request.session_ids)]
+        found, missing = await self._book.batch_get(session_ids)
+        response = pb.BatchGetTodosResponse(missing_session_ids=map(tenancy.local, missing))
         for state in found:
             entry = response.sessions.add()
             _fill_session(entry.session, state.session_id, state.revision, len(state.todos), state.info)
@@ -322,7 +341,7 @@ class TodoServicer:
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
         drafts = [draft_from_pb(todo) for todo in request.todos]
         state = await self._book.replace(
-            request.session_id, drafts, _optional(request, "expected_revision"), request.origin
+            _qualified(request.session_id), drafts, _optional(request, "expected_revision"), request.origin
         )
         response = pb.ReplaceTodosResponse(revision=state.revision)
         _add_todos(response.todos, state.todos)
@@ -331,7 +350,7 @@ class TodoServicer:
     @_translating_errors
     async def AddTodo(self, request: pb.AddTodoRequest, context: Any) -> pb.AddTodoResponse:
         result = await self._book.add(
-            request.session_id,
+            _qualified(request.session_id),
             draft_from_pb(request.todo),
             _optional(request, "index"),
             _optional(request, "expected_revision"),
@@ -343,7 +362,7 @@ class TodoServicer:
     @_translating_errors
     async def UpdateTodo(self, request: pb.UpdateTodoRequest, context: Any) -> pb.UpdateTodoResponse:
         todo, revision, changed = await self._book.update(
-            request.session_id,
+            _qualified(request.session_id),
             request.todo_id,
             _optional(request, "content"),
             _enum_name(request.status, _STATUS_FROM_PB),
@@ -358,7 +377,7 @@ class TodoServicer:
     @_translating_errors
     async def RemoveTodo(self, request: pb.RemoveTodoRequest, context: Any) -> pb.RemoveTodoResponse:
         revision = await self._book.remove_todo(
-            request.session_id, request.todo_id, _optional(request, "expected_revision"), request.origin
+            _qualified(request.session_id), request.todo_id, _optional(request, "expected_revision"), request.origin
         )
         return pb.RemoveTodoResponse(revision=revision)
 
@@ -368,7 +387,8 @@ class TodoServicer:
         """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
         (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
         try:
-            async with aclosing(self._book.watch(request.session_id, _optional(request, "after_revision"))) as changes:
+            watch = self._book.watch(_qualified(request.session_id), _optional(request, "after_revision"))
+            async with aclosing(watch) as changes:
                 async for change in changes:
                     yield encode_change(change)
         except errors.TodoError as error:
@@ -378,8 +398,8 @@ class TodoServicer:
         self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """The feed, pre-encoded like WatchTodos (and cancelled the same way)."""
-        feed = self._book.feed(request.after_cursor, request.include_snapshot, _filter_from_pb(request.filter))
         try:
+            feed = self._book.feed(request.after_cursor, request.include_snapshot, _filter_from_pb(request.filter))
             async with aclosing(feed) as messages:
                 async for message in messages:
                     yield encode_feed_message(message.change, message.cursor)

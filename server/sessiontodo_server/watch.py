@@ -15,6 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable
 
+from sessiontodo_server import tenancy
 from sessiontodo_server.budget import Held
 from sessiontodo_server.errors import LimitExceeded, Unavailable
 from sessiontodo_server.todos import Change, SessionFilter
@@ -26,6 +27,7 @@ class Subscription:
     def __init__(self, session_id: str, capacity: int, buffered: Held, only: SessionFilter | None = None) -> None:
         self.session_id = session_id
         self.only = only
+        self.tenant = (only.tenant or "") if only is not None else tenancy.tenant_of(session_id)
         self._capacity = capacity
         self._buffered = buffered
         self._pending: deque[Change] = deque()
@@ -115,9 +117,13 @@ class Subscription:
 class WatchHub:
     """Subscriptions by session id; a change touches only its own session's watchers."""
 
-    def __init__(self, buffer_size: int, max_watchers: int, buffer_bytes: int = 1 << 28) -> None:
+    def __init__(
+        self, buffer_size: int, max_watchers: int, buffer_bytes: int = 1 << 28, max_watchers_per_tenant: int = 0
+    ) -> None:
         self._buffer_size = buffer_size
         self._max_watchers = max_watchers
+        self._max_per_tenant = max_watchers_per_tenant
+        self._by_tenant: dict[str, int] = {}
         self._buffer_bytes = buffer_bytes
         self.buffered = Held()
         """The changes waiting in any watcher's buffer, each counted once."""
@@ -137,22 +143,33 @@ class WatchHub:
     def feed_count(self) -> int:
         return len(self._feeds)
 
-    def _admit(self) -> None:
+    def _admit(self, subscription: Subscription) -> Subscription:
+        """Count a new subscription against the watcher limits: the server's and its tenant's (0: none)."""
         if self._shutting_down:
             raise _shutting_down()
         if self._count >= self._max_watchers:
             raise LimitExceeded("watchers", self._max_watchers)
+        of_tenant = self._by_tenant.get(subscription.tenant, 0)
+        if self._max_per_tenant and of_tenant >= self._max_per_tenant:
+            raise LimitExceeded("watchers per tenant", self._max_per_tenant)
         self._count += 1
+        self._by_tenant[subscription.tenant] = of_tenant + 1
+        return subscription
+
+    def _discharge(self, subscription: Subscription) -> None:
+        self._count -= 1
+        if left := self._by_tenant[subscription.tenant] - 1:
+            self._by_tenant[subscription.tenant] = left
+        else:
+            del self._by_tenant[subscription.tenant]
 
     def subscribe(self, session_id: str) -> Subscription:
-        self._admit()
-        subscription = Subscription(session_id, self._buffer_size, self.buffered)
+        subscription = self._admit(Subscription(session_id, self._buffer_size, self.buffered))
         self._by_session.setdefault(session_id, set()).add(subscription)
         return subscription
 
     def subscribe_feed(self, only: SessionFilter) -> Subscription:
-        self._admit()
-        subscription = Subscription("", self._buffer_size, self.buffered, only)
+        subscription = self._admit(Subscription("", self._buffer_size, self.buffered, only))
         self._feeds.add(subscription)
         return subscription
 
@@ -161,13 +178,13 @@ class WatchHub:
         if subscription.only is not None:
             if subscription in self._feeds:
                 self._feeds.discard(subscription)
-                self._count -= 1
+                self._discharge(subscription)
             return
         watchers = self._by_session.get(subscription.session_id)
         if watchers is None or subscription not in watchers:
             return
         watchers.discard(subscription)
-        self._count -= 1
+        self._discharge(subscription)
         if not watchers:
             del self._by_session[subscription.session_id]
 
@@ -198,8 +215,8 @@ class WatchHub:
         """Give every watcher of a removed session its final message, and forget them: a session
         re-created under the same id must never reach its previous incarnation's watchers."""
         watchers = self._by_session.pop(removal.session_id, ())
-        self._count -= len(watchers)
         for subscription in watchers:
+            self._discharge(subscription)
             subscription.close(removal)
         self._publish_to_feeds(removal)
 

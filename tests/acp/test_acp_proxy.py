@@ -467,6 +467,12 @@ def test_every_setting_is_a_flag_derived_from_the_settings_model(monkeypatch) ->
         "retry_deadline",
         "max_line_bytes",
         "idle_ttl",
+        "tls",
+        "ca_file",
+        "client_cert",
+        "client_key",
+        "token",
+        "token_file",
     }
 
 

@@ -4,8 +4,12 @@
 // Driven by tests/test_node_grpc.py, which starts the server and sets:
 //   SESSIONTODO_ADDRESS   host:port of a running sessiontodo server
 //   GOOGLEAPIS_PROTO_DIR  a folder holding google/rpc/status.proto and error_details.proto
+// and, against a secured server (tests/test_security_processes.py):
+//   SESSIONTODO_CA_FILE   PEM CA that signed the server certificate: connect with TLS
+//   SESSIONTODO_TOKEN     bearer token sent with every call
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -38,8 +42,23 @@ const definition = protoLoader.loadSync('sessiontodo/v1/todo_service.proto', {
   includeDirs: [PROTO_DIR],
 });
 const { TodoService } = grpc.loadPackageDefinition(definition).sessiontodo.v1;
-const client = new TodoService(ADDRESS, grpc.credentials.createInsecure());
+const client = new TodoService(ADDRESS, credentials());
 after(() => client.close());
+
+/** Plaintext, or TLS with the given CA plus a bearer token on every call, as a secured deployment needs. */
+function credentials() {
+  const caFile = process.env.SESSIONTODO_CA_FILE;
+  if (!caFile) return grpc.credentials.createInsecure();
+  const tls = grpc.credentials.createSsl(readFileSync(caFile));
+  const token = process.env.SESSIONTODO_TOKEN;
+  if (!token) return tls;
+  const bearer = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
+    const metadata = new grpc.Metadata();
+    metadata.set('authorization', `Bearer ${token}`);
+    callback(null, metadata);
+  });
+  return grpc.credentials.combineChannelCredentials(tls, bearer);
+}
 
 /** One unary call as a promise, with a deadline (unary calls should always have one). */
 function call(method, request) {

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sessiontodo_server.mutations import Mutation
-from sessiontodo_server.todos import GLOBAL_SESSION_ID, Change, Limits, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.todos import (
+    EVERY_SESSION,
+    GLOBAL_SESSION_ID,
+    Change,
+    Limits,
+    RemovalReason,
+    SessionFilter,
+    SessionInfo,
+    Todo,
+)
 
 __all__ = [
     "GLOBAL_SESSION_ID",
@@ -93,8 +102,8 @@ class TodoStore(Protocol):
     async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         """Remove a session and its descendants; one SESSION_REMOVED change for each removed."""
 
-    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
-        """Remove every session except the global list."""
+    async def remove_all_sessions(self, origin: str = "", only: SessionFilter = EVERY_SESSION) -> list[Change]:
+        """Remove every session ``only`` matches (with their descendants) except the global lists."""
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         """Matching sessions with ids greater than ``after_id``, in id order (the global list excluded)."""

@@ -30,7 +30,18 @@ from sessiontodo_server.stores.base import (
     SessionState,
     Written,
 )
-from sessiontodo_server.todos import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.tenancy import tenant_of
+from sessiontodo_server.todos import (
+    EVERY_SESSION,
+    Change,
+    ChangeKind,
+    Limits,
+    RemovalReason,
+    SessionFilter,
+    SessionInfo,
+    Todo,
+    is_global_list,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +70,8 @@ class _Session:
     """``budget.list_bytes`` of ``todos``."""
     requests_size: int = 0
     """What its remembered requests cost."""
+    tenant: str = ""
+    """Whose lists' share it counts toward (``budget.per_tenant``)."""
 
 
 @dataclass
@@ -109,6 +122,8 @@ class MemoryStore:
         self._feed_limit = feed_history
         self._budget = budget
         self._lists_bytes = 0
+        self._tenant_bytes: dict[str, int] = {}
+        """The lists' share of each tenant (kept only with ``budget.per_tenant``)."""
         self._retained = Held(ordered=True)
         """The changes in the feed and in sessions' histories, each counted once."""
         self._journal = journal
@@ -131,8 +146,8 @@ class MemoryStore:
             self._removed_floor = loaded.removed_floor
             self._removed_marks.update(loaded.removed_marks)
             for session_id, revision, todos, info in loaded.sessions:
-                self._sessions[session_id] = _Session(revision, info, todos, size=list_bytes(todos))
-                self._lists_bytes += self._sessions[session_id].size
+                session = self._sessions[session_id] = _Session(revision, info, todos, tenant=tenant_of(session_id))
+                self._count_bytes(session, list_bytes(todos))
                 self._schedule_expiry(session_id, self._sessions[session_id])
             for session_id, session in self._sessions.items():
                 if session.info.parent_id in self._sessions:
@@ -150,7 +165,7 @@ class MemoryStore:
 
     def _insert(self, session_id: str, info: SessionInfo) -> _Session:
         revision = self._removed_marks.pop(session_id, self._removed_floor)
-        session = _Session(revision, info)
+        session = _Session(revision, info, tenant=tenant_of(session_id))
         if self._journal is not None:
             self._journal.create_session(session_id, revision, info, self._cursor + 1)
         self._cursor += 1
@@ -193,9 +208,9 @@ class MemoryStore:
             doomed.extend(sorted(self._sessions[doomed_id].children or ()))
         return self._removing(doomed, reason, origin)
 
-    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
-        everyone = [sid for sid in self._sessions if sid != GLOBAL_SESSION_ID]
-        removals = self._removing(everyone, RemovalReason.REMOVED, origin)
+    async def remove_all_sessions(self, origin: str = "", only: SessionFilter = EVERY_SESSION) -> list[Change]:
+        doomed = [sid for sid, s in self._sessions.items() if not is_global_list(sid) and only.matches(sid, s.info)]
+        removals = self._removing(doomed, RemovalReason.REMOVED, origin)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
         return removals
 
@@ -233,6 +248,7 @@ class MemoryStore:
         for sid in session_ids:
             session = self._sessions.pop(sid)
             self._lists_bytes -= session.size + session.requests_size
+            self._count_tenant(session, -(session.size + session.requests_size))
             for change in session.history or ():
                 self._retained.release(change)
             del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
@@ -271,7 +287,7 @@ class MemoryStore:
         found = []
         for session_id in self._ids_after(after_id, only):
             session = self._sessions[session_id]
-            if session_id != GLOBAL_SESSION_ID and only.matches(session_id, session.info):
+            if not is_global_list(session_id) and only.matches(session_id, session.info):
                 found.append(_state(session_id, session))
                 if len(found) == limit:
                     break
@@ -286,8 +302,12 @@ class MemoryStore:
             yield from sorted(sid for sid in (parent.children or ()) if sid > after_id) if parent else ()
         else:
             ids = self._sorted_ids
-            start = bisect.bisect_right(ids, after_id)
-            yield from (ids[i] for i in range(start, len(ids)))  # stable while a page is read: nothing awaits
+            prefix = only.id_prefix  # a tenant's ids sort together: read only their range
+            start = bisect.bisect_right(ids, max(after_id, prefix))
+            for i in range(start, len(ids)):  # stable while a page is read: nothing awaits
+                if not ids[i].startswith(prefix):
+                    return
+                yield ids[i]
 
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
@@ -332,8 +352,12 @@ class MemoryStore:
 
     def _commit(self, session: _Session, change: Change, request: tuple[str, AddResult] | None) -> Change:
         size = list_bytes(change.todos)
-        if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
-            raise LimitExceeded("memory", self._budget.total)
+        if size > session.size:
+            if self._lists_bytes - session.size + size > self._budget.lists:
+                raise LimitExceeded("memory", self._budget.total)
+            tenant_share = self._budget.per_tenant
+            if tenant_share and self._tenant_bytes.get(session.tenant, 0) - session.size + size > tenant_share:
+                raise LimitExceeded("memory per tenant", tenant_share)
         change = replace(change, cursor=self._cursor + 1)
         change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
         now = self._clock()
@@ -342,8 +366,7 @@ class MemoryStore:
         self._cursor = change.cursor
         session.revision = change.revision
         session.todos = change.todos
-        self._lists_bytes += size - session.size
-        session.size = size
+        self._count_bytes(session, size - session.size)
         if change.info is not None:
             session.info = change.info
         if self._history_limit:
@@ -406,6 +429,17 @@ class MemoryStore:
         """Remembered requests count toward the lists' share of the budget."""
         session.requests_size += delta
         self._lists_bytes += delta
+        self._count_tenant(session, delta)
+
+    def _count_bytes(self, session: _Session, delta: int) -> None:
+        """A list grew or shrank by ``delta`` bytes."""
+        session.size += delta
+        self._lists_bytes += delta
+        self._count_tenant(session, delta)
+
+    def _count_tenant(self, session: _Session, delta: int) -> None:
+        if self._budget.per_tenant:
+            self._tenant_bytes[session.tenant] = self._tenant_bytes.get(session.tenant, 0) + delta
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         session = self._sessions.get(session_id)

@@ -44,6 +44,7 @@ from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
 from sessiontodo_server.stores.redis.keys import parse_redis_url
 from sessiontodo_server.stores.redis.scripts import Scripts
 from sessiontodo_server.todos import (
+    EVERY_SESSION,
     Change,
     ChangeKind,
     Limits,
@@ -51,6 +52,7 @@ from sessiontodo_server.todos import (
     SessionFilter,
     SessionInfo,
     Todo,
+    is_global_list,
     todo_bytes,
 )
 
@@ -229,8 +231,16 @@ class RedisStore:
         claimed = self._claimed.pop(session_id, None) if reason is RemovalReason.EXPIRED else None
         return await self._remove(session_id, reason, "" if claimed is None else repr(claimed), origin)
 
-    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
-        return await self._remove("", RemovalReason.REMOVED, "", origin)
+    async def remove_all_sessions(self, origin: str = "", only: SessionFilter = EVERY_SESSION) -> list[Change]:
+        if only == EVERY_SESSION:
+            return await self._remove("", RemovalReason.REMOVED, "", origin)
+        removals: list[Change] = []  # a tenant's sessions: one by one, each with its descendants
+        after = ""
+        while page := await self.list_sessions(after, 1000, only):
+            for state in page:
+                removals += await self._remove(state.session_id, RemovalReason.REMOVED, "", origin)
+            after = page[-1].session_id
+        return removals
 
     async def _remove(self, session_id: str, reason: RemovalReason, due_at: str, origin: str) -> list[Change]:
         async with self._reachable():
@@ -252,7 +262,7 @@ class RedisStore:
                 found += [
                     state
                     for state in states
-                    if state and state.session_id != GLOBAL_SESSION_ID and only.matches(state.session_id, state.info)
+                    if state and not is_global_list(state.session_id) and only.matches(state.session_id, state.info)
                 ][: limit - len(found)]
                 after_id = ids[-1]
         return found

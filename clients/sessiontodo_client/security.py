@@ -1,0 +1,93 @@
+"""How a client reaches a secured sessiontodo server: TLS, a client certificate, a bearer token.
+
+``ChannelSecurity`` holds the material; ``ServiceConnection`` is the settings block every gateway
+shares (flags and environment: ``--tls``, ``--ca-file``, ``--client-cert``, ``--client-key``,
+``--token``, ``--token-file``). A token travels only over TLS or to a local address (gRPC's
+local credentials refuse anything else), so it never crosses a network in clear text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from pydantic import BaseModel, Field, SecretStr
+
+
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """TLS (``root_certificates`` None: the system's roots), optional client certificate, optional token."""
+
+    tls: bool = False
+    root_certificates: bytes | None = None
+    client_certificate: bytes | None = None
+    client_key: bytes | None = None
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.client_certificate is None) != (self.client_key is None):
+            raise ValueError("a client certificate needs its key, and a key its certificate")
+        if (self.root_certificates or self.client_certificate) and not self.tls:
+            raise ValueError("certificates are only used with tls=True")
+
+    @classmethod
+    def from_files(
+        cls,
+        tls: bool,
+        ca_file: Path | None,
+        client_cert: Path | None,
+        client_key: Path | None,
+        token: SecretStr | None,
+        token_file: Path | None,
+    ) -> ChannelSecurity:
+        """The material the gateways' flags name (see ``ServiceConnection``), read from its files."""
+        if token is not None and token_file is not None:
+            raise ValueError("give --token or --token-file, not both")
+        secret = token.get_secret_value() if token is not None else None
+        if token_file is not None:
+            secret = token_file.read_text().strip()
+            if not secret:
+                raise ValueError(f"token file {token_file} is empty")
+        return cls(
+            tls=tls or ca_file is not None or client_cert is not None,
+            root_certificates=ca_file.read_bytes() if ca_file is not None else None,
+            client_certificate=client_cert.read_bytes() if client_cert is not None else None,
+            client_key=client_key.read_bytes() if client_key is not None else None,
+            token=secret,
+        )
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """Channel credentials, or None for a plain channel (no TLS, no token)."""
+        if self.tls:
+            channel = grpc.ssl_channel_credentials(self.root_certificates, self.client_key, self.client_certificate)
+        elif self.token:
+            channel = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+        else:
+            return None
+        if not self.token:
+            return channel
+        return grpc.composite_channel_credentials(channel, grpc.access_token_call_credentials(self.token))
+
+
+class ServiceConnection(BaseModel):
+    """The gateways' settings for reaching sessiontodo securely (mixed into their ``Settings``)."""
+
+    tls: bool = Field(
+        default=False, description="Connect to sessiontodo with TLS (implied by --ca-file and --client-cert)."
+    )
+    ca_file: Path | None = Field(
+        default=None, description="PEM CA bundle that signed the sessiontodo server certificate."
+    )
+    client_cert: Path | None = Field(default=None, description="PEM client certificate for mutual TLS.")
+    client_key: Path | None = Field(default=None, description="PEM private key of --client-cert.")
+    token: SecretStr | None = Field(default=None, description="Bearer token for sessiontodo (prefer --token-file).")
+    token_file: Path | None = Field(
+        default=None, description="File holding the bearer token (surrounding whitespace ignored)."
+    )
+
+    def channel_security(self) -> ChannelSecurity:
+        """Reads the files named here; raises ``OSError`` or ``ValueError`` if they are unusable."""
+        return ChannelSecurity.from_files(
+            self.tls, self.ca_file, self.client_cert, self.client_key, self.token, self.token_file
+        )

@@ -1,0 +1,242 @@
+"""Bearer-token authentication, roles and audit lines for every call (``--auth-file``).
+
+The auth file is TOML, one ``[[token]]`` table per token holding the hex SHA-256 of the token
+(never the token itself), its tenant, its role and an optional name for the audit log. A call
+carries ``authorization: Bearer <token>``; the token's hash is compared with every entry in
+constant time. Health stays open for load balancers; reflection needs any valid token.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import inspect
+import logging
+import tomllib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sessiontodo_server import tenancy
+from sessiontodo_server.transport import SERVICE_NAME
+
+log = logging.getLogger(__name__)
+audit = logging.getLogger("sessiontodo_server.audit")
+
+
+class Role(enum.IntEnum):
+    """Each role may do everything the one before it may."""
+
+    READER = 1
+    """Reads and watches its tenant's sessions."""
+    WRITER = 2
+    """Also creates, changes and removes its tenant's sessions and todos."""
+    ADMIN = 3
+    """Also removes all of its tenant's sessions at once."""
+
+
+_ROLES = {
+    "GetTodos": Role.READER,
+    "GetSession": Role.READER,
+    "BatchGetTodos": Role.READER,
+    "ListSessions": Role.READER,
+    "WatchTodos": Role.READER,
+    "WatchChanges": Role.READER,
+    "CreateSession": Role.WRITER,
+    "UpdateSession": Role.WRITER,
+    "RemoveSession": Role.WRITER,
+    "ReplaceTodos": Role.WRITER,
+    "AddTodo": Role.WRITER,
+    "UpdateTodo": Role.WRITER,
+    "RemoveTodo": Role.WRITER,
+    "RemoveAllSessions": Role.ADMIN,
+}
+
+
+def required_role(method: str) -> Role | None:
+    """The least role that may call ``/package.Service/Method``; None for the open health service.
+
+    Anything not listed (a future rpc, an unknown service) needs ADMIN until someone decides.
+    """
+    service, _, name = method.lstrip("/").partition("/")
+    if service == health.SERVICE_NAME:
+        return None
+    if service.startswith("grpc.reflection."):
+        return Role.READER
+    if service == SERVICE_NAME:
+        return _ROLES.get(name, Role.ADMIN)
+    return Role.ADMIN
+
+
+class AuthFileError(Exception):
+    """The auth file cannot be read or is not valid."""
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    tenant: str = Field(pattern=tenancy.TENANT_PATTERN)
+    role: str = Field(pattern=r"^(reader|writer|admin)$")
+    name: str = Field("", max_length=128, description="Shown in audit lines instead of a hash prefix.")
+
+
+class _AuthFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: list[_Entry] = []
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    digest: bytes
+    tenant: str
+    role: Role
+    name: str
+
+
+class TokenTable:
+    def __init__(self, tokens: Sequence[Token]) -> None:
+        self._tokens = tuple(tokens)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    @classmethod
+    def load(cls, path: Path) -> TokenTable:
+        try:
+            parsed = _AuthFile.model_validate(tomllib.loads(path.read_text()))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            raise AuthFileError(f"cannot read auth file {path}: {error}") from error
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise AuthFileError(f"invalid auth file {path}: {problems}") from error
+        tokens = [
+            Token(bytes.fromhex(e.sha256), e.tenant, Role[e.role.upper()], e.name or e.sha256[:12].lower())
+            for e in parsed.token
+        ]
+        if len({token.digest for token in tokens}) != len(tokens):
+            raise AuthFileError(f"invalid auth file {path}: the same sha256 is listed twice")
+        return cls(tokens)
+
+    def find(self, presented: str) -> Token | None:
+        """The entry for a presented token; every entry is compared, in constant time each."""
+        if not presented:
+            return None
+        digest = hashlib.sha256(presented.encode()).digest()
+        found = None
+        for token in self._tokens:
+            if hmac.compare_digest(token.digest, digest):
+                found = token
+        return found
+
+
+def _bearer(metadata: Sequence[tuple[str, Any]] | None) -> str:
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, credentials = value.partition(" ")
+            if scheme.lower() == "bearer":
+                return credentials.strip()
+    return ""
+
+
+_HANDLER_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def _denied(
+    handler: grpc.RpcMethodHandler | None, code: grpc.StatusCode, method: str, why: str, token: Token | None
+) -> grpc.RpcMethodHandler:
+    """A handler of the call's shape that writes the audit line and refuses. One coroutine serves
+    every shape (grpc.aio lets streaming handlers be plain coroutines); the request is never decoded."""
+
+    async def deny(request: object, context: grpc.aio.ServicerContext) -> None:
+        certificate = context.auth_context().get("x509_common_name")
+        audit.warning(
+            "denied %s %s peer=%s cert=%s token=%s tenant=%s role=%s: %s",
+            code.name,
+            method,
+            context.peer(),
+            certificate[0].decode(errors="replace") if certificate else "-",
+            token.name if token else "-",
+            token.tenant if token else "-",
+            token.role.name.lower() if token else "-",
+            why,
+        )
+        await context.abort(code, why)
+
+    shape = (handler.request_streaming, handler.response_streaming) if handler is not None else (False, False)
+    return _HANDLER_KINDS[shape](deny)
+
+
+def _as_tenant(handler: grpc.RpcMethodHandler, tenant: str) -> grpc.RpcMethodHandler:
+    """``handler`` with the caller's tenant entered for the whole call, whatever its shape."""
+    for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+        if (behaviour := getattr(handler, kind)) is not None:
+            return handler._replace(**{kind: _entering(tenant, behaviour)})
+    return handler
+
+
+def _entering(tenant: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isasyncgenfunction(behaviour):
+
+        async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            tenancy.enter(tenant)
+            async with aclosing(behaviour(request, context)) as messages:
+                async for message in messages:
+                    yield message
+
+        return stream
+
+    async def call(request: object, context: grpc.aio.ServicerContext) -> Any:
+        tenancy.enter(tenant)
+        return await behaviour(request, context)
+
+    return call
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates and authorizes every call; ``reload()`` re-reads the auth file (SIGHUP)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._table = TokenTable.load(path)
+        log.info("auth: %d tokens from %s", len(self._table), path)
+
+    def reload(self) -> None:
+        """Raises ``AuthFileError`` and keeps the current tokens if the file is not valid."""
+        self._table = TokenTable.load(self._path)
+        log.info("auth: reloaded %d tokens from %s", len(self._table), self._path)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        method: str = details.method
+        handler = await continuation(details)
+        required = required_role(method)
+        if required is None:
+            return handler
+        presented = _bearer(details.invocation_metadata)
+        token = self._table.find(presented)
+        if token is None:
+            why = "unknown bearer token" if presented else "missing bearer token (authorization: Bearer <token>)"
+            return _denied(handler, grpc.StatusCode.UNAUTHENTICATED, method, why, None)
+        if token.role < required:
+            why = f"role {token.role.name.lower()} may not call {method.rpartition('/')[2]}"
+            return _denied(handler, grpc.StatusCode.PERMISSION_DENIED, method, why, token)
+        if handler is None or not method.startswith(f"/{SERVICE_NAME}/"):
+            return handler
+        return _as_tenant(handler, token.tenant)
