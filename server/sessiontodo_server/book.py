@@ -319,8 +319,11 @@ class TodoBook:
     ) -> _Written:
         """Read, mutate, compare-and-set; retried only when another writer won the race."""
         ops.check_origin(origin)
+        ops.check_session_id(session_id, self._limits)
         for _ in range(_COMMIT_ATTEMPTS):
-            state = await self.get(session_id)
+            state = await self._store.latest(session_id)  # also writes still being made durable
+            if state is None:
+                raise SessionNotFound(session_id)
             if request_id and (previous := await self._store.find_request(session_id, request_id)):
                 return _Written(state, previous=previous)
             if expected_revision is not None and expected_revision != state.revision:

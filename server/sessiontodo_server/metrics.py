@@ -282,6 +282,10 @@ class InstrumentedStore:
         with self._timed("get"):
             return await self._store.get(session_id)
 
+    async def latest(self, session_id: str) -> SessionState | None:
+        with self._timed("latest"):
+            return await self._store.latest(session_id)
+
     async def session_count(self) -> int:
         with self._timed("session_count"):
             return await self._store.session_count()

@@ -26,6 +26,11 @@ class Settings(BaseSettings):
         DEFAULT_STORE,
         description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db.",
     )
+    durability: Literal["process", "fsync"] = Field(
+        "process",
+        description="sqlite store: acknowledge writes once they survive a process crash (process) or an OS crash"
+        " and power loss too (fsync: synchronous=FULL, group-committed).",
+    )
     history_limit: int = Field(64, ge=0, description="Changes kept per session for resuming watchers.")
     feed_history: int = Field(
         4096, ge=0, description="Changes kept server-wide for resuming WatchChanges feeds by cursor."

@@ -73,7 +73,11 @@ class TodoStore(Protocol):
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         """Matching sessions with ids greater than ``after_id``, in id order (the global list excluded)."""
 
-    async def get(self, session_id: str) -> SessionState | None: ...
+    async def get(self, session_id: str) -> SessionState | None:
+        """The session as readers and watchers see it: only durable writes."""
+
+    async def latest(self, session_id: str) -> SessionState | None:
+        """The state a write builds on: also writes accepted but still being made durable."""
 
     async def session_count(self) -> int:
         """How many sessions exist, the global list excluded."""

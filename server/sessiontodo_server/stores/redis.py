@@ -475,6 +475,10 @@ class RedisStore:
             self._track(session_id, state.revision)  # followed from now on, also across reconnects
         return state
 
+    async def latest(self, session_id: str) -> SessionState | None:
+        """Redis acknowledges a write once it holds it: nothing is pending here."""
+        return await self.get(session_id)
+
     # Writes and history
 
     async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> bool:

@@ -1,0 +1,191 @@
+"""Group commit and the journaled memory store: nothing is seen or acknowledged before it is durable.
+
+A gated journal holds each batch in its worker thread until the test opens the gate, so the
+moments between accepting a write and making it durable can be looked at (no gRPC, no sqlite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import pytest
+
+from sessiontodo_server.book import TodoBook
+from sessiontodo_server.errors import Unavailable
+from sessiontodo_server.stores.base import AddResult
+from sessiontodo_server.stores.group_commit import Done, GroupCommit
+from sessiontodo_server.stores.memory import Loaded, MemoryStore
+from sessiontodo_server.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
+from sessiontodo_server.watch import WatchHub
+
+Record = tuple[str, object]
+
+
+class GatedJournal:
+    """A journal that writes nothing: it records its batches, each held until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+        self.fail = False
+        self.batches: list[list[Record]] = []
+        self._group = GroupCommit[Record](self._write_batch, threaded=True)
+
+    def _write_batch(self, records: Sequence[Record]) -> None:
+        self.entered.set()
+        assert self.gate.wait(10)
+        if self.fail:
+            raise Unavailable("the disk is gone")
+        self.batches.append(list(records))
+
+    async def entered_batch(self) -> None:
+        """Wait until the worker thread holds a batch."""
+        await asyncio.to_thread(self.entered.wait, 10)
+        self.entered.clear()
+
+    def load(self) -> Loaded:
+        return Loaded(feed_epoch=1, cursor=0)
+
+    def create_session(
+        self, session_id: str, revision: int, info: SessionInfo, cursor: int, done: Done
+    ) -> asyncio.Future[None]:
+        return self._group.submit(("create", session_id), done)
+
+    def commit(
+        self, change: Change, request: tuple[str, AddResult] | None, forget_before: int, done: Done
+    ) -> asyncio.Future[None]:
+        return self._group.submit(("commit", change.revision), done)
+
+    def remove_sessions(
+        self,
+        session_ids: list[str],
+        marks: list[tuple[str, int]],
+        forgotten: list[str],
+        floor: int,
+        cursor: int,
+        done: Done,
+    ) -> asyncio.Future[None]:
+        return self._group.submit(("remove", tuple(session_ids)), done)
+
+    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        """Never unavailable."""
+
+    async def close(self) -> None:
+        await self._group.drain()
+        self._group.close()
+
+
+@pytest.fixture
+async def journal() -> AsyncIterator[GatedJournal]:
+    journal = GatedJournal()
+    yield journal
+    journal.gate.set()
+
+
+async def open_store(journal: GatedJournal) -> MemoryStore:
+    store = MemoryStore(journal=journal)
+    await store.open()
+    await store.create_session("s", SessionInfo(), 10, "")
+    journal.entered.clear()
+    return store
+
+
+def replaced(revision: int, content: str) -> Change:
+    return Change("s", ChangeKind.TODOS_REPLACED, revision, (Todo(f"t{revision}", content),), info=SessionInfo())
+
+
+async def test_writes_made_while_a_batch_is_written_share_the_next_batch(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+    journal.gate.clear()
+    first = asyncio.ensure_future(store.commit(replaced(1, "one")))
+    await journal.entered_batch()
+    later = [asyncio.ensure_future(store.commit(replaced(revision, "more"))) for revision in (2, 3, 4)]
+    await asyncio.sleep(0)
+    journal.gate.set()
+    assert all(await asyncio.gather(first, *later))
+    assert journal.batches[-2:] == [[("commit", 1)], [("commit", 2), ("commit", 3), ("commit", 4)]]
+    await store.close()
+
+
+async def test_a_write_is_read_only_once_durable_but_the_next_write_builds_on_it(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+    journal.gate.clear()
+    write = asyncio.ensure_future(store.commit(replaced(1, "one")))
+    await journal.entered_batch()
+
+    visible, latest = await store.get("s"), await store.latest("s")
+    assert visible is not None and latest is not None
+    assert (visible.revision, visible.todos) == (0, ())
+    assert latest.revision == 1
+    assert await store.changes_after("s", 0) == []
+    cursor, states = await store.snapshot()
+    assert [state.revision for state in states if state.session_id == "s"] == [0]
+    assert await store.feed_after(cursor) == []
+    assert not write.done()
+
+    journal.gate.set()
+    assert await write
+    durable = await store.get("s")
+    assert durable is not None and durable.revision == 1
+    assert [change.revision for change in await store.changes_after("s", 0) or []] == [1]
+    assert [change.revision for change in await store.feed_after(cursor) or []] == [1]
+    await store.close()
+
+
+async def test_a_watcher_gets_a_write_only_once_it_is_durable(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+    book = TodoBook(store, WatchHub(buffer_size=8, max_watchers=10), Limits(), progress_interval=60)
+    watch = book.watch("s", None)
+    assert (await anext(watch)).kind is ChangeKind.SNAPSHOT
+    next_change = asyncio.ensure_future(anext(watch))
+
+    journal.gate.clear()
+    write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), None, None, "r1"))
+    await journal.entered_batch()
+    await asyncio.sleep(0.05)
+    assert not next_change.done() and not write.done()
+
+    journal.gate.set()
+    change = await asyncio.wait_for(next_change, 10)
+    assert (change.kind, change.revision) == (ChangeKind.TODO_ADDED, (await write).revision)
+    await watch.aclose()
+    await store.close()
+
+
+async def test_a_failed_batch_fails_its_writes_and_those_queued_behind_it_and_undoes_them(
+    journal: GatedJournal,
+) -> None:
+    store = await open_store(journal)
+    journal.gate.clear()
+    journal.fail = True
+    first = asyncio.ensure_future(store.commit(replaced(1, "lost")))
+    await journal.entered_batch()
+    queued = asyncio.ensure_future(store.commit(replaced(2, "lost too")))
+    await asyncio.sleep(0)
+    journal.gate.set()
+    for write in (first, queued):
+        with pytest.raises(Unavailable):
+            await write
+
+    latest = await store.latest("s")
+    assert latest is not None and latest.revision == 0
+    journal.fail = False
+    assert await store.commit(replaced(1, "kept"))
+    state = await store.get("s")
+    assert state is not None and [todo.content for todo in state.todos] == ["kept"]
+    await store.close()
+
+
+async def test_a_failed_creation_is_undone(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+    journal.fail = True
+    with pytest.raises(Unavailable):
+        await store.create_session("doomed", SessionInfo(), 10, "")
+    assert await store.get("doomed") is None
+    journal.fail = False
+    _, change = await store.create_session("doomed", SessionInfo(), 10, "")
+    assert change is not None and change.cursor == (await store.snapshot())[0]
+    await store.close()
