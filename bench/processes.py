@@ -96,10 +96,16 @@ class ServerProcess:
                     await stub.GetTodos(pb.GetTodosRequest(session_id="sessiontodo:global"), timeout=1)
                     return
                 except grpc.aio.AioRpcError:
-                    assert self._process is not None
-                    if self._process.returncode is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"{self.name} did not start:\n{self._log.read_text()}") from None
+                    if not self.running or time.monotonic() > deadline:
+                        raise RuntimeError(f"{self.name} did not start:\n{self.log_text()}") from None
                     await asyncio.sleep(0.05)
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    def log_text(self) -> str:
+        return self._log.read_text()
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
