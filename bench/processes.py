@@ -69,9 +69,9 @@ class ServerProcess:
         return cls(name, pinned(cpus, argv), port, log_dir)
 
     @classmethod
-    def echo(cls, name: str, cpus: set[int], log_dir: Path) -> ServerProcess:
+    def echo(cls, name: str, cpus: set[int], log_dir: Path, *flags: str) -> ServerProcess:
         port = free_port()
-        argv = [sys.executable, str(BENCH / "echo_server.py"), "--port", str(port)]
+        argv = [sys.executable, str(BENCH / "echo_server.py"), "--port", str(port), *flags]
         return cls(name, pinned(cpus, argv), port, log_dir)
 
     @property

@@ -45,7 +45,16 @@ from processes import BENCH, CpuPlan, ServerProcess
 from replicas import measure_cross_replica_latency
 from report import Row, machine, markdown_table, median, plot
 from throughput import OPERATIONS, Target, measure_list_sizes, measure_operations, scaling_rows, throughput_rows
-from versus import Contender, EtcdContender, durability_rows, measure_versus, sessiontodo_contender, versus_rows
+from versus import (
+    ON_ASYNCIO,
+    Contender,
+    EtcdContender,
+    durability_rows,
+    event_loop_rows,
+    measure_versus,
+    sessiontodo_contender,
+    versus_rows,
+)
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
 
@@ -254,6 +263,8 @@ async def measure_against_etcd(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> tu
             "sqlite-fsync", f"sqlite:///{scratch}/versus-fsync.db", cpus.server, scratch, "--durability", "fsync"
         ),
         EtcdProcess.etcd("etcd", cpus.server, scratch),
+        ServerProcess.echo(BASELINE + ON_ASYNCIO, cpus.server, scratch, "--event-loop", "asyncio"),
+        ServerProcess.sessiontodo("memory" + ON_ASYNCIO, "memory://", cpus.server, scratch, "--event-loop", "asyncio"),
     ]
     for server in servers:
         await server.start()
@@ -265,6 +276,7 @@ async def measure_against_etcd(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> tu
         result = await measure_versus(
             contenders,
             fanned_out=("memory", BASELINE, "etcd"),
+            writes_only=(BASELINE + ON_ASYNCIO, "memory" + ON_ASYNCIO),
             rounds=sizes.rounds,
             seconds=sizes.seconds,
             samples=sizes.latency_samples,
@@ -277,7 +289,9 @@ async def measure_against_etcd(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> tu
             await contender.close()
         for server in servers:
             await server.stop()
-    rows = versus_rows(result, VERSUS_SUBJECTS) + durability_rows(result)
+    rows = (
+        versus_rows(result, VERSUS_SUBJECTS) + durability_rows(result) + event_loop_rows(result, (BASELINE, "memory"))
+    )
     return rows, {"ratios": versus_plotted(result, [*VERSUS_SUBJECTS, BASELINE]), "raw": result.as_json()}
 
 

@@ -276,6 +276,7 @@ async def measure_versus(
     contenders: Sequence[Contender],
     fanned_out: Sequence[str],
     *,
+    writes_only: Sequence[str] = (),
     rounds: int,
     seconds: float,
     samples: int,
@@ -283,7 +284,8 @@ async def measure_versus(
     watcher_counts: Sequence[int],
     cpus: set[int],
 ) -> Versus:
-    """Figure 8; ``fanned_out`` names the contenders whose fan-out is measured (1,000 streams each is slow)."""
+    """Figure 8; ``fanned_out`` names the contenders whose fan-out is measured (1,000 streams each is
+    slow), ``writes_only`` those measured only for write throughput and CPU."""
     result = Versus()
     for in_flight in IN_FLIGHT:
         result.writes[in_flight] = {contender.name: [] for contender in contenders}
@@ -293,6 +295,8 @@ async def measure_versus(
                 run = await write_run(contender, in_flight, seconds, cpus)
                 result.writes[in_flight][contender.name].append(run)
     for contender in contenders:
+        if contender.name in writes_only:
+            continue
         result.idle[contender.name] = await contender.watch_latencies(await contender.fresh_key("idle"), samples)
         if contender.name != FLOOR:  # the echo's watches get every session's writes: no loaded figure
             result.loaded[contender.name] = await loaded_latencies(contender, samples, cpus)
@@ -375,6 +379,32 @@ def durability_rows(result: Versus) -> list[Row]:
         )
         for in_flight in IN_FLIGHT
     ]
+
+
+ON_ASYNCIO = "-asyncio"
+"""Name suffix of the servers run on asyncio's own loop instead of the default (uvloop)."""
+
+
+def event_loop_rows(result: Versus, names: Sequence[str]) -> list[Row]:
+    """The default loop (uvloop) against asyncio's own, same rounds: CPU per write and the rate."""
+    rows = []
+    for name, in_flight in itertools.product(names, IN_FLIGHT):
+        label = "echo" if name == FLOOR else f"{name} store"
+        for measure, value, unit in (
+            ("server CPU per write", result.cpu_us, "µs"),
+            ("write rate", result.rate, "req/s"),
+        ):
+            rows.append(
+                Row(
+                    "10. event loop",
+                    f"{measure}, {label}, {in_flight} in flight: uvloop",
+                    value(in_flight, name),
+                    unit,
+                    baseline=value(in_flight, name + ON_ASYNCIO),
+                    baseline_name="asyncio's loop",
+                )
+            )
+    return rows
 
 
 def plotted(result: Versus, names: Sequence[str]) -> dict[str, Any]:

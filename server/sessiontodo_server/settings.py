@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     max_connection_age: float = Field(
         0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never."
     )
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto", description="Event loop: uvloop when installed (auto), or insist on one."
+    )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
     log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object per line.")
     log_requests: bool = Field(
