@@ -110,6 +110,25 @@ async def test_writes_made_while_a_batch_is_written_share_the_next_batch(journal
     await store.close()
 
 
+async def test_in_the_loop_the_writes_of_one_loop_iteration_share_a_batch() -> None:
+    batches: list[list[int]] = []
+    done: list[tuple[int, BaseException | None]] = []
+    group = GroupCommit[int](lambda records: batches.append(list(records)), threaded=False)
+
+    def hook(number: int) -> Done:
+        return lambda error: done.append((number, error))
+
+    futures = [group.submit(n, hook(n)) for n in range(3)]
+    assert batches == []  # nothing is written before the loop runs again
+    await asyncio.gather(*futures)
+    later = group.submit(3, hook(3))
+    await later
+    assert batches == [[0, 1, 2], [3]]
+    assert done == [(0, None), (1, None), (2, None), (3, None)]
+    await group.drain()
+    group.close()
+
+
 async def test_a_write_is_read_only_once_durable_but_the_next_write_builds_on_it(journal: GatedJournal) -> None:
     store = await open_store(journal)
     journal.gate.clear()
