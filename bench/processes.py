@@ -87,7 +87,7 @@ class ServerProcess:
         await self._wait_until_answering()
         return self
 
-    async def _wait_until_answering(self, timeout: float = 20.0) -> None:
+    async def _wait_until_answering(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         async with grpc.aio.insecure_channel(self.address) as channel:
             stub = pb_grpc.TodoServiceStub(channel)
