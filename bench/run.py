@@ -42,6 +42,7 @@ from memory import (
 )
 from opencode import measure_opencode, opencode_rows
 from processes import BENCH, CpuPlan, ServerProcess
+from redis_store import measure_processes, measure_store_against_floor, redis_rows
 from replicas import measure_cross_replica_latency
 from report import Row, machine, markdown_table, median, plot
 from throughput import OPERATIONS, Target, measure_list_sizes, measure_operations, scaling_rows, throughput_rows
@@ -234,20 +235,27 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     plotted["opencode"] = sidecar
 
     if etcd_binary():
-        progress("figure 8: against etcd (throughput, CPU per write, write-to-watch, fan-out); 9: fsync vs process")
+        progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")
         rows, ratios = await measure_against_etcd(sizes, scratch, cpus)
-        figures[8] = rows
+        figures[9] = rows
         plotted["versus_etcd"] = ratios
     else:
-        progress("figure 8 skipped: etcd is not installed (apt-get install etcd-server)")
+        progress("figures 9-11 skipped: etcd is not installed (apt-get install etcd-server)")
 
     if shutil.which("redis-server"):
         progress("figure 6: write-to-watcher latency across replicas sharing one Redis (bench/replicas.py)")
         replicas = await measure_cross_replica_latency(sizes.replica_samples, server_cpus=cpus.server, log_dir=scratch)
         figures[6] = replica_rows(replicas)
         plotted["replicas"] = replicas
+        progress("figure 8: the Redis store against a hand-rolled redis-py floor; one and two processes")
+        floor = await measure_store_against_floor(
+            sizes.replica_samples * 5, sizes.rounds, sizes.replica_samples, server_cpus=cpus.server, log_dir=scratch
+        )
+        processes = await measure_processes(sizes.seconds, sizes.rounds, load_cpus=cpus.load, log_dir=scratch)
+        figures[8] = redis_rows(floor, processes)
+        plotted["redis"] = {"store_against_floor": floor, "processes": processes}
     else:
-        progress("figure 6 skipped: redis-server is not installed")
+        progress("figures 6 and 8 skipped: redis-server is not installed")
     return [row for figure in sorted(figures) for row in figures[figure]], plotted
 
 

@@ -1,4 +1,4 @@
-"""Figure 8: sessiontodo against etcd, the store with watches a team would otherwise pick.
+"""Figures 9-11: sessiontodo against etcd, the store with watches a team would otherwise pick.
 
 Every server of the figure (the echo floor, sessiontodo's stores, etcd) runs pinned to the same
 core and is measured in the same rounds, in a rotating order. A *contender* is what a server
@@ -244,7 +244,7 @@ async def reach_latencies(contender: Contender, watchers: int, samples: int, cpu
 
 @dataclass
 class Versus:
-    """Everything figure 8 measured, by contender name."""
+    """Everything figures 9-11 measured, by contender name."""
 
     writes: dict[int, dict[str, list[WriteRun]]] = field(default_factory=dict)
     idle: dict[str, list[float]] = field(default_factory=dict)
@@ -284,7 +284,7 @@ async def measure_versus(
     watcher_counts: Sequence[int],
     cpus: set[int],
 ) -> Versus:
-    """Figure 8; ``fanned_out`` names the contenders whose fan-out is measured (1,000 streams each is
+    """Figures 9-11; ``fanned_out`` names the contenders whose fan-out is measured (1,000 streams each is
     slow), ``writes_only`` those measured only for write throughput and CPU."""
     result = Versus()
     for in_flight in IN_FLIGHT:
@@ -316,7 +316,7 @@ def versus_rows(result: Versus, subjects: Sequence[str]) -> list[Row]:
 
     def row(measure: str, name: str, value: float, unit: str, baseline: float) -> Row:
         label = "echo (bare grpc.aio floor)" if name == FLOOR else f"{name} store"
-        return Row("8. vs etcd", f"{measure}, {label}", value, unit, baseline=baseline, baseline_name=COMPETITOR)
+        return Row("9. vs etcd", f"{measure}, {label}", value, unit, baseline=baseline, baseline_name=COMPETITOR)
 
     for in_flight in IN_FLIGHT:
         for name in compared:
@@ -369,7 +369,7 @@ def durability_rows(result: Versus) -> list[Row]:
     """The fsync target: group-committed fsync against the process-crash mode, 16 in flight."""
     return [
         Row(
-            "9. durability",
+            "10. durability",
             f"ReplaceTodos, sqlite --durability fsync vs process, {in_flight} in flight",
             result.rate(in_flight, "sqlite-fsync"),
             "req/s",
@@ -396,7 +396,7 @@ def event_loop_rows(result: Versus, names: Sequence[str]) -> list[Row]:
         ):
             rows.append(
                 Row(
-                    "10. event loop",
+                    "11. event loop",
                     f"{measure}, {label}, {in_flight} in flight: uvloop",
                     value(in_flight, name),
                     unit,

@@ -71,7 +71,7 @@ async def churn(stub: pb_grpc.TodoServiceStub, session_id: str) -> None:
     todos = [pb.Todo(id="a", content="a again"), pb.Todo(content="b")]
     await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id=session_id, todos=todos))
     await stub.RemoveTodo(pb.RemoveTodoRequest(session_id=session_id, todo_id="a"))
-    await stub.RemoveSession(pb.RemoveSessionRequest(session_id=session_id))
+    await stub.RemoveSession(pb.RemoveSessionRequest(session_id=session_id, origin="other"))
 
 
 LIFE = [
@@ -114,6 +114,7 @@ async def test_sessions_created_and_written_by_others_appear_with_every_change_i
         assert [m.kind for m in own] == LIFE
         assert [m.revision for m in own] == list(range(len(LIFE)))  # a fresh id starts at 0, then +1
         assert [m.origin for m in own[:3]] == ["other"] * 3
+        assert own[-1].origin == "other"
         assert own[-1].removal_reason == pb.REMOVAL_REASON_REMOVED
         assert own[-2].session.labels == {"dir": "/w", "title": "T"}
     cursors = [m.cursor for m in messages]

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import pytest
 
 from sessiontodo_server.book import TodoBook
-from sessiontodo_server.errors import Unavailable
-from sessiontodo_server.stores.base import AddResult
+from sessiontodo_server.errors import RevisionMismatch, Unavailable
+from sessiontodo_server.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.stores.base import AddResult, Written
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
 from sessiontodo_server.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
@@ -93,19 +94,31 @@ async def open_store(journal: GatedJournal) -> MemoryStore:
     return store
 
 
-def replaced(revision: int, content: str) -> Change:
-    return Change("s", ChangeKind.TODOS_REPLACED, revision, (Todo(f"t{revision}", content),), info=SessionInfo())
+def replace(store: MemoryStore, content: str, expected_revision: int | None = None) -> asyncio.Future[Written]:
+    """A ReplaceTodos of session "s" with one todo, started now (accepted before the caller goes on)."""
+    return asyncio.ensure_future(
+        store.write(
+            "s",
+            ReplaceTodos((Todo(f"t-{content}", content),)),
+            expected_revision=expected_revision,
+            request_id="",
+            origin="",
+            now=0.0,
+            limits=Limits(),
+        )
+    )
 
 
 async def test_writes_made_while_a_batch_is_written_share_the_next_batch(journal: GatedJournal) -> None:
     store = await open_store(journal)
     journal.gate.clear()
-    first = asyncio.ensure_future(store.commit(replaced(1, "one")))
+    first = replace(store, "one")
     await journal.entered_batch()
-    later = [asyncio.ensure_future(store.commit(replaced(revision, "more"))) for revision in (2, 3, 4)]
+    later = [replace(store, f"more {n}") for n in (2, 3, 4)]
     await asyncio.sleep(0)
     journal.gate.set()
-    assert all(await asyncio.gather(first, *later))
+    written = await asyncio.gather(first, *later)
+    assert [w.change.revision for w in written if w.change] == [1, 2, 3, 4]
     assert journal.batches[-2:] == [[("commit", 1)], [("commit", 2), ("commit", 3), ("commit", 4)]]
     await store.close()
 
@@ -132,25 +145,72 @@ async def test_in_the_loop_the_writes_of_one_loop_iteration_share_a_batch() -> N
 async def test_a_write_is_read_only_once_durable_but_the_next_write_builds_on_it(journal: GatedJournal) -> None:
     store = await open_store(journal)
     journal.gate.clear()
-    write = asyncio.ensure_future(store.commit(replaced(1, "one")))
+    write = replace(store, "one")
     await journal.entered_batch()
 
-    visible, latest = await store.get("s"), await store.latest("s")
-    assert visible is not None and latest is not None
-    assert (visible.revision, visible.todos) == (0, ())
-    assert latest.revision == 1
+    visible = await store.get("s")
+    assert visible is not None and (visible.revision, visible.todos) == (0, ())
     assert await store.changes_after("s", 0) == []
     cursor, states = await store.snapshot()
     assert [state.revision for state in states if state.session_id == "s"] == [0]
     assert await store.feed_after(cursor) == []
-    assert not write.done()
+    next_write = replace(store, "two", expected_revision=1)  # builds on the accepted, not yet durable, write
+    await asyncio.sleep(0.05)
+    assert not write.done() and not next_write.done()
 
     journal.gate.set()
-    assert await write
+    assert [w.state.revision for w in await asyncio.gather(write, next_write)] == [1, 2]
     durable = await store.get("s")
-    assert durable is not None and durable.revision == 1
-    assert [change.revision for change in await store.changes_after("s", 0) or []] == [1]
-    assert [change.revision for change in await store.feed_after(cursor) or []] == [1]
+    assert durable is not None and [todo.content for todo in durable.todos] == ["two"]
+    assert [change.revision for change in await store.changes_after("s", 0) or []] == [1, 2]
+    assert [change.revision for change in await store.feed_after(cursor) or []] == [1, 2]
+    await store.close()
+
+
+async def test_answers_from_the_accepted_state_wait_until_it_is_durable(journal: GatedJournal) -> None:
+    """A refusal or a write that changes nothing is judged on the accepted state: never answered
+    before that state is durable, since it may yet be undone."""
+    store = await open_store(journal)
+    journal.gate.clear()
+    write = replace(store, "one")
+    await journal.entered_batch()
+    refused = replace(store, "stale", expected_revision=0)
+    unchanged = replace(store, "one")
+    await asyncio.sleep(0.05)
+    assert not refused.done() and not unchanged.done()
+
+    journal.gate.set()
+    await write
+    with pytest.raises(RevisionMismatch):
+        await refused
+    same = await unchanged
+    assert same.change is None and same.state.revision == 1
+    assert len(journal.batches[-1]) == 1  # only the first write reached the journal
+    await store.close()
+
+
+async def test_a_retried_request_id_is_answered_once_its_first_write_is_durable(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+
+    def add() -> asyncio.Future[Written]:
+        mutation = AddTodo(Todo("a", "once"), None, id_given=True)
+        limits = Limits()
+        return asyncio.ensure_future(
+            store.write("s", mutation, expected_revision=None, request_id="r1", origin="", now=0.0, limits=limits)
+        )
+
+    journal.gate.clear()
+    first = add()
+    await journal.entered_batch()
+    retry = add()
+    await asyncio.sleep(0.05)
+    assert not retry.done()
+
+    journal.gate.set()
+    original, retried = await first, await retry
+    assert retried.change is None and retried.result == original.result
+    state = await store.get("s")
+    assert state is not None and [todo.id for todo in state.todos] == ["a"]
     await store.close()
 
 
@@ -180,19 +240,18 @@ async def test_a_failed_batch_fails_its_writes_and_those_queued_behind_it_and_un
     store = await open_store(journal)
     journal.gate.clear()
     journal.fail = True
-    first = asyncio.ensure_future(store.commit(replaced(1, "lost")))
+    first = replace(store, "lost")
     await journal.entered_batch()
-    queued = asyncio.ensure_future(store.commit(replaced(2, "lost too")))
+    queued = replace(store, "lost too", expected_revision=1)
     await asyncio.sleep(0)
     journal.gate.set()
     for write in (first, queued):
         with pytest.raises(Unavailable):
             await write
 
-    latest = await store.latest("s")
-    assert latest is not None and latest.revision == 0
     journal.fail = False
-    assert await store.commit(replaced(1, "kept"))
+    kept = await replace(store, "kept", expected_revision=0)  # the next write builds on what is durable
+    assert kept.change is not None and kept.change.revision == 1
     state = await store.get("s")
     assert state is not None and [todo.content for todo in state.todos] == ["kept"]
     await store.close()

@@ -15,8 +15,9 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_server.budget import MemoryBudget, change_bytes
+from sessiontodo_server.mutations import ReplaceTodos
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionInfo
+from sessiontodo_server.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
 from sessiontodo_server.todos import Todo as DomainTodo
 from sessiontodo_server.watch import WatchHub
 from support import ServerProcess, eventually
@@ -30,12 +31,17 @@ def big_list(number: int) -> tuple[DomainTodo, ...]:
 
 
 async def commit_big(store: MemoryStore, session_id: str, number: int) -> Change:
-    state = await store.get(session_id)
-    assert state is not None
-    change = Change(session_id, ChangeKind.TODOS_REPLACED, state.revision + 1, big_list(number), info=state.info)
-    committed = await store.commit(change)
-    assert committed is not None
-    return committed
+    written = await store.write(
+        session_id,
+        ReplaceTodos(big_list(number)),
+        expected_revision=None,
+        request_id="",
+        origin="",
+        now=0.0,
+        limits=Limits(max_list_bytes=3 * MIB),
+    )
+    assert written.change is not None
+    return written.change
 
 
 async def test_history_is_bounded_by_bytes_oldest_first_and_resumes_with_a_reset_beyond() -> None:

@@ -20,9 +20,10 @@ from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_server import metrics as metrics_module
 from sessiontodo_server.app import RunningServer
 from sessiontodo_server.metrics import InstrumentedStore, Metrics
-from sessiontodo_server.stores.base import AddResult
+from sessiontodo_server.mutations import Mutation, ReplaceTodos
+from sessiontodo_server.stores.base import Written
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import Change, ChangeKind, SessionInfo, TodoDraft
+from sessiontodo_server.todos import Limits, SessionInfo, TodoDraft
 from support import ROOT, eventually
 
 SERVICE = "sessiontodo.v1.TodoService"
@@ -162,13 +163,13 @@ async def test_store_operations_are_timed_by_operation(start: Callable[..., Any]
         await client.create_session("s")
         await client.replace_todos("s", [Todo(content="a")])
     samples = await scrape(server)
-    assert value(samples, "sessiontodo_store_seconds_count", operation="commit") == 1
+    assert value(samples, "sessiontodo_store_seconds_count", operation="write") == 1
     assert value(samples, "sessiontodo_store_seconds_count", operation="create_session") == 1
-    assert value(samples, "sessiontodo_store_errors_total", operation="commit") == 0
+    assert value(samples, "sessiontodo_store_errors_total", operation="write") == 0
 
 
 class _BrokenDisk(MemoryStore):
-    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
+    async def write(self, session_id: str, mutation: Mutation, **details: Any) -> Written:
         raise OSError("disk full")
 
 
@@ -177,11 +178,11 @@ async def test_a_failing_store_operation_is_counted_as_a_store_error() -> None:
     store = InstrumentedStore(_BrokenDisk(), metrics)
     await store.open()
     await store.create_session("s", SessionInfo(), 10, "")
-    state = await store.get("s")
-    assert state is not None
     with pytest.raises(OSError):
-        await store.commit(Change("s", ChangeKind.TODOS_REPLACED, state.revision + 1, ()))
-    assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "commit"}) == 1
+        await store.write(
+            "s", ReplaceTodos(()), expected_revision=None, request_id="", origin="", now=0.0, limits=Limits()
+        )
+    assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "write"}) == 1
     assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "create_session"}) == 0
 
 

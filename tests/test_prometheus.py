@@ -114,7 +114,7 @@ async def test_prometheus_scrapes_the_rpc_counts_and_gauges(
         await prometheus.value_once(f'grpc_server_started_total{{{rpc},grpc_method="WatchTodos"}}', 1)
         await prometheus.value_once("sessiontodo_watchers", 1)
         await prometheus.value_once("sessiontodo_sessions", 3)
-        await prometheus.value_once('sessiontodo_store_seconds_count{operation="commit"}', 1)
+        await prometheus.value_once('sessiontodo_store_seconds_count{operation="write"}', 1)
         await prometheus.value_once(f'sum(grpc_server_handling_seconds_count{{{rpc},grpc_method="ReplaceTodos"}})', 1)
         await events.aclose()
     await prometheus.value_once("sessiontodo_watchers", 0)

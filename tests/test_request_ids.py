@@ -4,6 +4,7 @@ FAILED_PRECONDITION, ids are per session, and they are remembered for at least a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,17 @@ import pytest
 
 from sessiontodo_client import FailedPrecondition, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.stores.base import AddResult, TodoStore
-from sessiontodo_server.stores.memory import REQUEST_RETENTION_SECONDS, REQUEST_RETENTION_WRITES, MemoryStore
+from sessiontodo_server.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.stores.base import (
+    REQUEST_RETENTION_SECONDS,
+    REQUEST_RETENTION_WRITES,
+    AddResult,
+    TodoStore,
+    Written,
+)
+from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import SqliteJournal
-from sessiontodo_server.todos import Change, ChangeKind, SessionInfo
+from sessiontodo_server.todos import Limits, SessionInfo
 from sessiontodo_server.todos import Todo as DomainTodo
 
 
@@ -65,22 +73,38 @@ class Clock:
         return self.now
 
 
+async def _add(store: TodoStore, request_id: str) -> Written:
+    """An AddTodo with ``request_id``; every call asks for the same (a retry), with a fresh todo id."""
+    todo = DomainTodo(f"t{next(_serial)}", "added")
+    add = AddTodo(todo, 0, False, "fingerprint")
+    return await store.write(
+        "s", add, expected_revision=None, request_id=request_id, origin="", now=0.0, limits=Limits()
+    )
+
+
+_serial = itertools.count()
+"""Fresh todo ids, so that every write is a change."""
+
+
 async def _add_with_request(store: TodoStore, request_id: str) -> AddResult:
-    state = await store.get("s")
-    assert state is not None
-    todo = DomainTodo(f"t{state.revision}", "added")
-    result = AddResult(todo, 0, state.revision + 1, "fingerprint")
-    change = Change("s", ChangeKind.TODO_ADDED, state.revision + 1, (todo,), todo.id, info=state.info)
-    assert await store.commit(change, (request_id, result))
-    return result
+    written = await _add(store, request_id)
+    assert written.change is not None and written.result is not None
+    return written.result
+
+
+async def _remembered(store: TodoStore, request_id: str) -> AddResult | None:
+    """The first result, when a retry now gets it (None: the retry added again)."""
+    written = await _add(store, request_id)
+    return written.result if written.change is None else None
 
 
 async def _write(store: TodoStore, count: int) -> None:
     for _ in range(count):
-        state = await store.get("s")
-        assert state is not None
-        change = Change("s", ChangeKind.TODOS_REPLACED, state.revision + 1, (), info=state.info)
-        assert await store.commit(change)
+        mutation = ReplaceTodos((DomainTodo(f"w{next(_serial)}", "written"),))
+        written = await store.write(
+            "s", mutation, expected_revision=None, request_id="", origin="", now=0.0, limits=Limits()
+        )
+        assert written.change is not None
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite"])
@@ -92,10 +116,11 @@ async def test_a_request_id_is_forgotten_only_after_an_hour_and_10000_writes(eng
     await store.create_session("s", SessionInfo(), 10, "")
     result = await _add_with_request(store, "r-1")
     await _write(store, REQUEST_RETENTION_WRITES + 1)  # many writes within the hour: kept
-    assert await store.find_request("s", "r-1") == result
-    clock.now += REQUEST_RETENTION_SECONDS + 1  # an hour later and 10,000 writes on: forgotten at the next write
+    clock.now += REQUEST_RETENTION_SECONDS - 1
+    assert await _remembered(store, "r-1") == result
+    clock.now += 2  # an hour later and 10,000 writes on: forgotten at the next write
     await _write(store, 1)
-    assert await store.find_request("s", "r-1") is None
+    assert await _remembered(store, "r-1") is None
     await store.close()
 
 
@@ -106,8 +131,8 @@ async def test_an_hour_old_request_id_is_kept_until_10000_writes_pass(tmp_path: 
     await store.create_session("s", SessionInfo(), 10, "")
     result = await _add_with_request(store, "r-1")
     clock.now += 10 * REQUEST_RETENTION_SECONDS
-    await _write(store, REQUEST_RETENTION_WRITES - 1)
-    assert await store.find_request("s", "r-1") == result
+    await _write(store, REQUEST_RETENTION_WRITES - 2)
+    assert await _remembered(store, "r-1") == result
 
 
 async def test_request_ids_and_their_fingerprints_survive_a_restart(tmp_path: Path) -> None:
@@ -118,5 +143,5 @@ async def test_request_ids_and_their_fingerprints_survive_a_restart(tmp_path: Pa
     await store.close()
     reopened = MemoryStore(journal=SqliteJournal(tmp_path / "todos.db"))
     await reopened.open()
-    assert await reopened.find_request("s", "r-1") == result
+    assert await _remembered(reopened, "r-1") == result
     await reopened.close()

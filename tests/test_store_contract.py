@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -9,8 +10,16 @@ from pathlib import Path
 import pytest
 from redis_support import RedisServer
 
-from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore
+from sessiontodo_server.errors import (
+    InvalidArgument,
+    LimitExceeded,
+    ParentMismatch,
+    RevisionMismatch,
+    SessionNotFound,
+    TodoNotFound,
+)
+from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.redis import RedisStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
@@ -18,10 +27,13 @@ from sessiontodo_server.todos import (
     EVERY_SESSION,
     Change,
     ChangeKind,
+    Limits,
     RemovalReason,
     SessionFilter,
     SessionInfo,
     Todo,
+    TodoPriority,
+    TodoStatus,
 )
 
 HISTORY = 4
@@ -49,13 +61,45 @@ def _todos(*contents: str) -> tuple[Todo, ...]:
     return tuple(Todo(id=f"t{n}", content=content) for n, content in enumerate(contents))
 
 
-async def _commit(store: TodoStore, session_id: str, *contents: str) -> Change:
-    state = await store.get(session_id)
-    assert state is not None
-    change = Change(session_id, ChangeKind.TODOS_REPLACED, state.revision + 1, _todos(*contents), info=state.info)
-    committed = await store.commit(change)
-    assert committed is not None
-    return committed
+LIMITS = Limits(max_todos_per_session=3, max_list_bytes=64, max_metadata_bytes=32, max_labels=2)
+
+
+async def _write(
+    store: TodoStore,
+    session_id: str,
+    mutation: Mutation,
+    expected_revision: int | None = None,
+    request_id: str = "",
+    now: float = 0.0,
+    limits: Limits = LIMITS,
+) -> Written:
+    return await store.write(
+        session_id,
+        mutation,
+        expected_revision=expected_revision,
+        request_id=request_id,
+        origin="test",
+        now=now,
+        limits=limits,
+    )
+
+
+async def _commit(store: TodoStore, session_id: str, *contents: str, now: float = 0.0) -> Change:
+    written = await _write(store, session_id, ReplaceTodos(_todos(*contents)), now=now)
+    assert written.change is not None
+    return written.change
+
+
+async def _add(
+    store: TodoStore,
+    session_id: str,
+    content: str,
+    index: int | None = None,
+    todo_id: str = "",
+    limits: Limits = LIMITS,
+) -> Written:
+    todo = Todo(todo_id or f"id-{content}", content)
+    return await _write(store, session_id, AddTodo(todo, index, bool(todo_id)), limits=limits)
 
 
 async def _create(
@@ -111,18 +155,144 @@ async def test_session_count_follows_creations_and_removals_and_excludes_the_glo
     assert await store.session_count() == 1
 
 
-async def test_commit_is_compare_and_set_on_the_revision(store: TodoStore) -> None:
+async def test_a_write_with_a_stale_expected_revision_is_refused_and_changes_nothing(store: TodoStore) -> None:
     await _create(store, "s")
     change = await _commit(store, "s", "a")
-    stale = Change("s", ChangeKind.TODOS_REPLACED, change.revision, _todos("b"), info=change.info)
-    assert await store.commit(stale) is None
+    with pytest.raises(RevisionMismatch) as refused:
+        await _write(store, "s", ReplaceTodos(_todos("b")), expected_revision=change.revision - 1)
+    assert (refused.value.expected, refused.value.actual) == (change.revision - 1, change.revision)
     state = await store.get("s")
     assert state is not None and state.revision == change.revision and state.todos == _todos("a")
 
 
-async def test_commit_to_a_missing_session_fails(store: TodoStore) -> None:
-    assert await store.commit(Change("ghost", ChangeKind.TODOS_REPLACED, 1, _todos("a"), info=SessionInfo())) is None
+async def test_a_write_to_a_missing_session_is_not_found(store: TodoStore) -> None:
+    with pytest.raises(SessionNotFound):
+        await _write(store, "ghost", ReplaceTodos(_todos("a")))
     assert await store.get("ghost") is None
+
+
+async def test_unconditional_writes_racing_on_one_session_all_succeed_in_one_order(store: TodoStore) -> None:
+    await _create(store, "s")
+    written = await asyncio.gather(*(_add(store, "s", f"w{n}", limits=Limits()) for n in range(20)))
+    revisions = sorted(w.state.revision for w in written)
+    assert revisions == list(range(1, 21))
+    state = await store.get("s")
+    assert state is not None and sorted(t.content for t in state.todos) == sorted(f"w{n}" for n in range(20))
+
+
+async def test_add_inserts_at_the_index_clamped_to_the_list(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _add(store, "s", "b", limits=Limits())
+    front = await _add(store, "s", "a", index=-5, limits=Limits())
+    end = await _add(store, "s", "d", index=99, limits=Limits())
+    middle = await _add(store, "s", "c", index=2, limits=Limits())
+    assert [w.result.index for w in (front, end, middle) if w.result] == [0, 2, 2]
+    assert [t.content for t in middle.state.todos] == ["a", "b", "c", "d"]
+    assert middle.change is not None and middle.change.kind is ChangeKind.TODO_ADDED
+    assert middle.change.todo_id == "id-c" and middle.change.todos == middle.state.todos
+
+
+async def test_add_refuses_a_duplicate_id_and_a_full_list_as_the_domain_does(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _add(store, "s", "a", todo_id="x")
+    with pytest.raises(InvalidArgument) as duplicate:
+        await _add(store, "s", "b", todo_id="x")
+    assert duplicate.value.violations == [("todo.id", "duplicate id 'x'")]
+    with pytest.raises(LimitExceeded) as too_big:
+        await _add(store, "s", "y" * 60)
+    assert (too_big.value.limit, too_big.value.value) == ("list bytes", 64)
+    await _add(store, "s", "b")
+    await _add(store, "s", "c")
+    with pytest.raises(LimitExceeded) as full:
+        await _add(store, "s", "d")
+    assert (full.value.limit, full.value.value) == ("todos per session", 3)
+    state = await store.get("s")
+    assert state is not None and state.revision == 3
+
+
+async def test_a_retried_request_id_returns_the_first_result_and_writes_nothing(store: TodoStore) -> None:
+    await _create(store, "s")
+    first = await _write(store, "s", AddTodo(Todo("t1", "once"), None, False), request_id="req")
+    again = await _write(store, "s", AddTodo(Todo("t2", "once"), None, False), request_id="req")
+    assert again.change is None and again.result == first.result
+    assert first.result is not None and first.result.todo == Todo("t1", "once") and first.result.revision == 1
+    assert again.state.revision == 1 and again.state.todos == (Todo("t1", "once"),)
+
+
+async def test_update_changes_the_given_fields_and_metadata(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _write(store, "s", ReplaceTodos((Todo("t", "old", metadata={"a": "1", "b": "2"}),)))
+    update = UpdateTodo("t", "new", TodoStatus.COMPLETED, TodoPriority.HIGH, {"c": "3"}, ("a",))
+    written = await _write(store, "s", update)
+    assert written.change is not None and written.change.kind is ChangeKind.TODO_UPDATED
+    expected = Todo("t", "new", TodoStatus.COMPLETED, TodoPriority.HIGH, {"b": "2", "c": "3"})
+    assert written.state.todos == (expected,) == (await store.get("s") or written.state).todos
+
+
+async def test_an_update_that_changes_nothing_keeps_the_revision(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _write(store, "s", ReplaceTodos((Todo("t", "same", metadata={"k": "v"}),)))
+    written = await _write(store, "s", UpdateTodo("t", "same", TodoStatus.PENDING, None, {"k": "v"}))
+    assert written.change is None and written.state.revision == 1
+
+
+async def test_a_list_written_back_unchanged_after_an_update_is_no_change(store: TodoStore) -> None:
+    """Lists changed inside the store encode exactly as the domain's own (stores/codec.py)."""
+    tricky = 'quote " slash / back \\ tab \t nl \n nul \x00 del \x7f é ✓ \u2028 😀'
+    await _create(store, "s")
+    await _write(store, "s", ReplaceTodos((Todo("t", "x"),)))
+    update = UpdateTodo("t", tricky, set_metadata={"z/ä": tricky[:8], "a": "1"})
+    updated = await _write(store, "s", update, limits=Limits())
+    assert updated.change is not None
+    same = await _write(store, "s", ReplaceTodos(updated.state.todos), limits=Limits())
+    assert same.change is None and same.state == updated.state
+
+
+async def test_update_refusals_follow_the_domain(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _write(store, "s", ReplaceTodos((Todo("t", "x"),)))
+    with pytest.raises(TodoNotFound):
+        await _write(store, "s", UpdateTodo("missing", "y"))
+    with pytest.raises(InvalidArgument) as metadata:
+        await _write(store, "s", UpdateTodo("t", set_metadata={"k": "v" * 40}))
+    assert metadata.value.violations == [("metadata", "keys and values must total at most 32 bytes")]
+    with pytest.raises(InvalidArgument) as content:
+        await _write(store, "s", UpdateTodo("t", "y" * 70))
+    assert content.value.violations == [("content", "the list must stay under 64 bytes of text")]
+    state = await store.get("s")
+    assert state is not None and state.revision == 1 and state.todos == (Todo("t", "x"),)
+
+
+async def test_remove_todo_removes_exactly_that_todo(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _write(store, "s", ReplaceTodos(_todos("a", "b", "c")))
+    written = await _write(store, "s", RemoveTodo("t1"))
+    assert written.change is not None and written.change.kind is ChangeKind.TODO_REMOVED
+    assert [t.content for t in written.state.todos] == ["a", "c"]
+    with pytest.raises(TodoNotFound):
+        await _write(store, "s", RemoveTodo("t1"))
+
+
+async def test_the_bytes_of_a_removed_todo_are_given_back(store: TodoStore) -> None:
+    await _create(store, "s")
+    await _add(store, "s", "x" * 40, todo_id="big")
+    await _write(store, "s", RemoveTodo("big"))
+    await _add(store, "s", "y" * 40, todo_id="big")
+
+
+async def test_update_session_sets_and_removes_labels_and_the_idle_ttl(store: TodoStore) -> None:
+    await _create(store, "s", labels={"a": "1"})
+    await _commit(store, "s", "kept")
+    written = await _write(store, "s", UpdateSession({"b": "2"}, ("a",), 30.0), now=5.0)
+    assert written.change is not None and written.change.kind is ChangeKind.SESSION_UPDATED
+    assert written.change.todos == _todos("kept")
+    info = written.state.info
+    assert (dict(info.labels), info.idle_ttl, info.updated_at) == ({"b": "2"}, 30.0, 5.0)
+    unchanged = await _write(store, "s", UpdateSession({"b": "2"}, ("a",), 30.0))
+    assert unchanged.change is None and unchanged.state.revision == written.state.revision
+    with pytest.raises(InvalidArgument) as too_many:
+        await _write(store, "s", UpdateSession({"c": "3", "d": "4"}))
+    assert too_many.value.violations == [("labels", "at most 2 labels")]
 
 
 async def test_changes_after_bridges_only_retained_history(store: TodoStore) -> None:
@@ -204,10 +374,11 @@ async def test_metadata_labels_and_times_round_trip(store: TodoStore) -> None:
     assert state == created_state and state is not None
     assert (dict(state.info.labels), state.info.created_at, state.info.idle_ttl) == ({"title": "T"}, 1.5, 60.0)
     todo = Todo(id="t", content="c", metadata={"example.com/estimate": "3"})
-    info = SessionInfo("", {"title": "U"}, 1.5, 9.0, 60.0)
-    assert await store.commit(Change("s", ChangeKind.TODOS_REPLACED, 1, (todo,), info=info, origin="x"))
+    await _write(store, "s", ReplaceTodos((todo,)), now=9.0)
+    written = await _write(store, "s", UpdateSession({"title": "U"}), now=9.5)
     state = await store.get("s")
-    assert state is not None and state.todos == (todo,) and state.info == info
+    assert state is not None and state.todos == (todo,) and state == written.state
+    assert state.info == SessionInfo("", {"title": "U"}, 1.5, 9.5, 60.0)
 
 
 async def test_the_feed_numbers_every_change_and_resumes_by_cursor(store: TodoStore) -> None:
@@ -250,45 +421,32 @@ async def test_sessions_past_their_idle_ttl_are_due(store: TodoStore) -> None:
     await _create(store, "idle", created_at=100.0, updated_at=100.0, idle_ttl=10.0)
     await _create(store, "busy", created_at=100.0, updated_at=100.0, idle_ttl=10.0)
     await _create(store, "forever", created_at=100.0, updated_at=100.0)
-    state = await store.get("busy")
-    assert state is not None
-    touched = SessionInfo("", {}, 100.0, 108.0, 10.0)
-    assert await store.commit(Change("busy", ChangeKind.TODOS_REPLACED, 1, _todos("x"), info=touched))
+    await _commit(store, "busy", "x", now=108.0)
     assert await store.expired(105.0) == []
     assert await store.expired(111.0) == ["idle"]
     assert await store.expired(119.0) == ["busy"]
 
 
-async def test_a_request_id_is_remembered_with_its_write(store: TodoStore) -> None:
-    state, _ = await _create(store, "s")
-    todo = Todo(id="t", content="once")
-    result = AddResult(todo, 0, state.revision + 1)
-    change = Change("s", ChangeKind.TODO_ADDED, state.revision + 1, (todo,), "t", info=state.info)
-    assert await store.commit(change, ("req-1", result))
-    assert await store.find_request("s", "req-1") == result
-    assert await store.find_request("s", "req-2") is None
-
-
 async def test_a_request_id_is_remembered_per_session_for_10000_writes_with_its_fingerprint(
     store: TodoStore,
 ) -> None:
-    state, _ = await _create(store, "s")
+    await _create(store, "s")
     await _create(store, "other")
-    todo = Todo(id="t", content="once")
-    result = AddResult(todo, 0, state.revision + 1, "fingerprint-1")
-    change = Change("s", ChangeKind.TODO_ADDED, state.revision + 1, (todo,), "t", info=state.info)
-    assert await store.commit(change, ("req-1", result))
+    add = AddTodo(Todo("t", "once"), None, False, "fingerprint-1")
+    first = await _write(store, "s", add, request_id="req-1", limits=Limits())
     for _ in range(10_000):
-        await _commit(store, "s", "later")
-    assert await store.find_request("s", "req-1") == result
-    assert await store.find_request("other", "req-1") is None  # request ids are per session
+        await _write(store, "s", RemoveTodo("t") if _ % 2 == 0 else add, limits=Limits())
+    again = await _write(store, "s", add, request_id="req-1", limits=Limits())
+    assert again.change is None and again.result == first.result
+    assert first.result is not None and first.result.fingerprint == "fingerprint-1"
+    elsewhere = await _write(store, "other", add, request_id="req-1", limits=Limits())
+    assert elsewhere.change is not None  # request ids are per session
 
 
 async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> None:
-    state, _ = await _create(store, "s")
-    todo = Todo(id="t", content="once")
-    change = Change("s", ChangeKind.TODO_ADDED, state.revision + 1, (todo,), "t", info=state.info)
-    await store.commit(change, ("req-1", AddResult(todo, 0, change.revision)))
+    await _create(store, "s")
+    await _write(store, "s", AddTodo(Todo("t", "once"), None, False), request_id="req-1")
     await store.remove_session("s", RemovalReason.REMOVED)
     await _create(store, "s")
-    assert await store.find_request("s", "req-1") is None
+    again = await _write(store, "s", AddTodo(Todo("t", "once"), None, False), request_id="req-1")
+    assert again.change is not None

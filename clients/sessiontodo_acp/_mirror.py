@@ -251,7 +251,7 @@ class PlanMirror:
             session = self._sessions.pop(session_id, None)
             self._todowrite.forget(session_id)
             if session is None or not session.unmirrored:
-                await self._todos.remove_session(session_id)
+                await self._todos.remove_session(session_id, origin=self.origin)
             log.info("session %s deleted: removed from sessiontodo", session_id)
 
         self._jobs.submit(session_id, delete, "removing the deleted session", supersedes=True)

@@ -319,13 +319,14 @@ class TodoClient:
         response = await self._call(self._stub.UpdateSession, request)
         return session_from_pb(response.session), response.changed
 
-    async def remove_session(self, session_id: str) -> list[str]:
+    async def remove_session(self, session_id: str, *, origin: str = "") -> list[str]:
         """Remove a session and its descendants; returns their ids (empty if it did not exist)."""
-        response = await self._call(self._stub.RemoveSession, pb.RemoveSessionRequest(session_id=session_id))
+        request = pb.RemoveSessionRequest(session_id=session_id, origin=origin)
+        response = await self._call(self._stub.RemoveSession, request)
         return list(response.removed_session_ids)
 
-    async def remove_all_sessions(self) -> int:
-        response = await self._call(self._stub.RemoveAllSessions, pb.RemoveAllSessionsRequest())
+    async def remove_all_sessions(self, *, origin: str = "") -> int:
+        response = await self._call(self._stub.RemoveAllSessions, pb.RemoveAllSessionsRequest(origin=origin))
         return response.removed_count
 
     async def list_sessions(self, *, parent_id: str = "", labels: Mapping[str, str] | None = None) -> list[Session]:

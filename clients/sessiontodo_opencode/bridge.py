@@ -161,7 +161,7 @@ class TodoBridge:
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove the session and its children (``session.deleted`` for each); False if it did not exist."""
-        removed = await self._client.remove_session(self._opencode_id(session_id))
+        removed = await self._client.remove_session(self._opencode_id(session_id), origin=ORIGIN)
         await self._until(lambda: not any(removed_id in self._sessions for removed_id in removed))
         return bool(removed)
 

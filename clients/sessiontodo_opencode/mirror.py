@@ -142,7 +142,7 @@ class OpenCodeMirror:
             await self._client.update_session(session.id, labels=labels, origin=ORIGIN)
 
     async def _remove(self, session_id: str) -> None:
-        for removed in await self._client.remove_session(session_id):
+        for removed in await self._client.remove_session(session_id, origin=ORIGIN):
             self._written.pop(removed, None)
 
     # Lists

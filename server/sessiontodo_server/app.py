@@ -25,7 +25,7 @@ from sessiontodo_server.book import TodoBook
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
 from sessiontodo_server.observing import ObservingInterceptor
-from sessiontodo_server.settings import Settings
+from sessiontodo_server.settings import Settings, redact_url
 from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
@@ -65,7 +65,9 @@ def open_store(
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
         return RedisStore(url, history_limit, feed_history)
-    raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or redis://host:port/db")
+    raise ValueError(
+        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db or redis://host:port/db"
+    )
 
 
 def _server_options(settings: Settings, max_connections: int) -> list[tuple[str, int]]:
@@ -153,13 +155,6 @@ class RunningServer:
         await self.store.close()
         await self.telemetry.aclose()
         log.info("server stopped")
-
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
 
 
 async def _set_health(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
@@ -271,7 +266,7 @@ async def _serve(
         "serving on %s:%d with store %s; at most %d connections of %d streams each",
         settings.host,
         port,
-        _without_password(settings.store),
+        redact_url(settings.store),
         max_connections,
         settings.max_streams_per_connection,
     )

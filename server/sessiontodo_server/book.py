@@ -1,8 +1,9 @@
 """TodoBook: the service in domain terms — sessions, their lists, watches and the feed.
 
-Writes are read-modify-compare-and-set against the store, so they stay correct when
-several replicas share one store; every committed change is published to this process's
-watchers of that session only, and to the feeds whose filter it matches.
+A write is validated here, then handed to the store as a ``Mutation`` it applies atomically
+(one step, no read before it, no retries), so writes stay correct when several replicas share
+one store; every committed change is published to this process's watchers of that session
+only, and to the feeds whose filter it matches.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sessiontodo_server import todos as ops
 from sessiontodo_server.errors import (
@@ -24,8 +25,9 @@ from sessiontodo_server.errors import (
     TodoError,
     Unavailable,
 )
+from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.observer import BookObserver, NoObserver
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore
+from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.todos import (
     NO_ENTRIES,
     Change,
@@ -36,45 +38,15 @@ from sessiontodo_server.todos import (
     SessionInfo,
     Todo,
     TodoDraft,
+    TodoPriority,
+    TodoStatus,
 )
 from sessiontodo_server.watch import Subscription, WatchHub
 
 log = logging.getLogger(__name__)
 
-_COMMIT_ATTEMPTS = 32
-"""Compare-and-set retries before a write gives up as UNAVAILABLE (only under heavy contention)."""
-
 DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class _Mutation:
-    kind: ChangeKind
-    todos: tuple[Todo, ...]
-    todo_id: str = ""
-    result: AddResult | None = None
-    info: SessionInfo | None = None
-    """The session's new metadata, when the write changes it (the list may stay)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Written:
-    """What a write did: the state it started from, and its change (None: nothing changed)."""
-
-    state: SessionState
-    mutation: _Mutation | None = None
-    change: Change | None = None
-    previous: AddResult | None = None
-    """The result of an earlier AddTodo with the same request id (then nothing was written)."""
-
-    @property
-    def after(self) -> SessionState:
-        """The session as the write left it."""
-        if self.change is None:
-            return self.state
-        assert self.change.info is not None
-        return SessionState(self.state.session_id, self.change.revision, self.change.todos, self.change.info)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,28 +136,20 @@ class TodoBook:
             violations.append(("idle_ttl", "must be zero (never expire) or at least one second"))
         if violations:
             raise InvalidArgument(violations)
+        mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
+        written = await self._write(session_id, mutation, expected_revision, origin=origin)
+        return written.state, written.change is not None
 
-        def mutate(state: SessionState) -> _Mutation | None:
-            labels = ops.with_changes(state.info.labels, set_labels, remove_label_keys)
-            if len(labels) > self._limits.max_labels:
-                raise InvalidArgument([("labels", f"at most {self._limits.max_labels} labels")])
-            ttl = state.info.idle_ttl if idle_ttl is None else idle_ttl
-            if labels == state.info.labels and ttl == state.info.idle_ttl:
-                return None
-            info = replace(state.info, labels=labels, idle_ttl=ttl)
-            return _Mutation(ChangeKind.SESSION_UPDATED, state.todos, info=info)
-
-        written = await self._write(session_id, expected_revision, mutate, origin=origin)
-        return written.after, written.change is not None
-
-    async def remove_session(self, session_id: str) -> list[str]:
+    async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
         ops.check_session_id(session_id, self._limits)
         if session_id == GLOBAL_SESSION_ID:
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
-        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED))
+        ops.check_origin(origin)
+        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
 
-    async def remove_all_sessions(self) -> int:
-        return len(self._end(await self._store.remove_all_sessions()))
+    async def remove_all_sessions(self, origin: str = "") -> int:
+        ops.check_origin(origin)
+        return len(self._end(await self._store.remove_all_sessions(origin)))
 
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:
@@ -243,15 +207,8 @@ class TodoBook:
     async def replace(
         self, session_id: str, drafts: list[TodoDraft], expected_revision: int | None, origin: str = ""
     ) -> SessionState:
-        todos = ops.replace_all(drafts, self._limits)
-
-        def mutate(state: SessionState) -> _Mutation | None:
-            # Generated ids differ on every call, so only an all-ids-given list can be identical.
-            if todos == state.todos:
-                return None
-            return _Mutation(ChangeKind.TODOS_REPLACED, todos)
-
-        return (await self._write(session_id, expected_revision, mutate, origin=origin)).after
+        mutation = ReplaceTodos(ops.replace_all(drafts, self._limits))
+        return (await self._write(session_id, mutation, expected_revision, origin=origin)).state
 
     async def add(
         self,
@@ -266,19 +223,12 @@ class TodoBook:
             raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
 
         fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
-
-        def mutate(state: SessionState) -> _Mutation:
-            todos, todo, position = ops.insert(state.todos, draft, index, self._limits)
-            result = AddResult(todo, position, state.revision + 1, fingerprint)
-            return _Mutation(ChangeKind.TODO_ADDED, todos, todo.id, result)
-
-        written = await self._write(session_id, expected_revision, mutate, request_id, origin)
-        if written.previous is not None:
-            if written.previous.fingerprint and written.previous.fingerprint != fingerprint:
-                raise RequestIdReused(session_id, request_id)
-            return written.previous
-        assert written.mutation is not None and written.mutation.result is not None
-        return written.mutation.result
+        mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
+        written = await self._write(session_id, mutation, expected_revision, request_id, origin)
+        assert written.result is not None
+        if written.change is None and written.result.fingerprint and written.result.fingerprint != fingerprint:
+            raise RequestIdReused(session_id, request_id)
+        return written.result
 
     async def update(
         self,
@@ -292,59 +242,54 @@ class TodoBook:
         remove_metadata_keys: Sequence[str] = (),
         origin: str = "",
     ) -> tuple[Todo, int, bool]:
-        def mutate(state: SessionState) -> _Mutation | None:
-            todos, _ = ops.update(
-                state.todos, session_id, todo_id, content, status, priority, self._limits,
-                set_metadata, remove_metadata_keys,
-            )  # fmt: skip
-            return None if todos is state.todos else _Mutation(ChangeKind.TODO_UPDATED, todos, todo_id)
-
-        after = (written := await self._write(session_id, expected_revision, mutate, origin=origin)).after
+        ops.check_update(content, status, priority, set_metadata, remove_metadata_keys, self._limits)
+        mutation = UpdateTodo(
+            todo_id,
+            content,
+            TodoStatus(status) if status else None,
+            TodoPriority(priority) if priority else None,
+            ops.frozen(set_metadata),
+            tuple(remove_metadata_keys),
+        )
+        after = (written := await self._write(session_id, mutation, expected_revision, origin=origin)).state
         todo = next(todo for todo in after.todos if todo.id == todo_id)
         return todo, after.revision, written.change is not None
 
     async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None, origin: str = "") -> int:
-        def mutate(state: SessionState) -> _Mutation:
-            return _Mutation(ChangeKind.TODO_REMOVED, ops.remove(state.todos, session_id, todo_id), todo_id)
-
-        return (await self._write(session_id, expected_revision, mutate, origin=origin)).after.revision
+        return (await self._write(session_id, RemoveTodo(todo_id), expected_revision, origin=origin)).state.revision
 
     async def _write(
         self,
         session_id: str,
+        mutation: Mutation,
         expected_revision: int | None,
-        mutate: Callable[[SessionState], _Mutation | None],
         request_id: str = "",
         origin: str = "",
-    ) -> _Written:
-        """Read, mutate, compare-and-set; retried only when another writer won the race."""
-        ops.check_origin(origin)
+    ) -> Written:
+        """One atomic write in the store; its change goes to this process's watchers."""
         ops.check_session_id(session_id, self._limits)
-        for _ in range(_COMMIT_ATTEMPTS):
-            state = await self._store.latest(session_id)  # also writes still being made durable
-            if state is None:
-                raise SessionNotFound(session_id)
-            if request_id and (previous := await self._store.find_request(session_id, request_id)):
-                return _Written(state, previous=previous)
-            if expected_revision is not None and expected_revision != state.revision:
-                self._observer.write_conflict("expected_revision")
-                raise RevisionMismatch(session_id, expected_revision, state.revision)
-            mutation = mutate(state)
-            if mutation is None:
-                return _Written(state)
-            info = replace(mutation.info or state.info, updated_at=self._clock())
-            change = Change(
-                session_id, mutation.kind, state.revision + 1, mutation.todos, mutation.todo_id, info, origin
+        ops.check_origin(origin)
+        try:
+            written = await self._store.write(
+                session_id,
+                mutation,
+                expected_revision=expected_revision,
+                request_id=request_id,
+                origin=origin,
+                now=self._clock(),
+                limits=self._limits,
             )
-            request = (request_id, mutation.result) if request_id and mutation.result else None
-            if (committed := await self._store.commit(change, request)) is not None:
-                self._hub.publish(committed)
-                return _Written(state, mutation, committed)
-            self._observer.write_conflict("race")
-        raise Unavailable(f"session {session_id!r} is under too much write contention; retry")
+        except RevisionMismatch:
+            self._observer.write_conflict("expected_revision")
+            raise
+        if written.change is not None:
+            self._hub.publish(written.change)
+        return written
 
     def _on_external_change(self, change: Change) -> None:
-        if change.kind is ChangeKind.SESSION_REMOVED:
+        if change.kind is ChangeKind.RESET and not change.session_id:
+            self._hub.lag_all(change.cursor)
+        elif change.kind is ChangeKind.SESSION_REMOVED:
             self._hub.end_session(change)
         else:
             self._hub.publish(change)

@@ -26,9 +26,10 @@ from prometheus_client.process_collector import ProcessCollector
 from sessiontodo_server import errors
 from sessiontodo_server.book import TodoBook
 from sessiontodo_server.budget import MemoryBudget
+from sessiontodo_server.mutations import Mutation
 from sessiontodo_server.observer import ConflictReason, ResetReason
-from sessiontodo_server.stores.base import AddResult, SessionState, TodoStore
-from sessiontodo_server.todos import Change, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.stores.base import SessionState, TodoStore, Written
+from sessiontodo_server.todos import Change, Limits, RemovalReason, SessionFilter, SessionInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer  # the `tracing` extra
@@ -49,9 +50,8 @@ _STORE_OPERATIONS = (
     "list_sessions",
     "session_count",
     "get",
-    "commit",
+    "write",
     "changes_after",
-    "find_request",
 )
 """Every operation ``InstrumentedStore`` times: its series exist at zero from the start."""
 
@@ -125,7 +125,7 @@ class Metrics:
         )
         self.write_conflicts = Counter(
             "sessiontodo_write_conflicts_total",
-            "Writes that met another writer: race (lost the compare-and-set, retried) or expected_revision (ABORTED).",
+            "Writes whose expected_revision was not the session's (answered ABORTED).",
             ["reason"],
             registry=self.registry,
         )
@@ -266,13 +266,13 @@ class InstrumentedStore:
         with self._timed("create_session"):
             return await self._store.create_session(session_id, info, max_sessions, origin)
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         with self._timed("remove_session"):
-            return await self._store.remove_session(session_id, reason)
+            return await self._store.remove_session(session_id, reason, origin)
 
-    async def remove_all_sessions(self) -> list[Change]:
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
         with self._timed("remove_all_sessions"):
-            return await self._store.remove_all_sessions()
+            return await self._store.remove_all_sessions(origin)
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         with self._timed("list_sessions"):
@@ -282,10 +282,6 @@ class InstrumentedStore:
         with self._timed("get"):
             return await self._store.get(session_id)
 
-    async def latest(self, session_id: str) -> SessionState | None:
-        with self._timed("latest"):
-            return await self._store.latest(session_id)
-
     async def session_count(self) -> int:
         with self._timed("session_count"):
             return await self._store.session_count()
@@ -293,17 +289,31 @@ class InstrumentedStore:
     def held_bytes(self) -> tuple[int, int]:
         return self._store.held_bytes()
 
-    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
-        with self._timed("commit"):
-            return await self._store.commit(change, request)
+    async def write(
+        self,
+        session_id: str,
+        mutation: Mutation,
+        *,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> Written:
+        with self._timed("write"):
+            return await self._store.write(
+                session_id,
+                mutation,
+                expected_revision=expected_revision,
+                request_id=request_id,
+                origin=origin,
+                now=now,
+                limits=limits,
+            )
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         with self._timed("changes_after"):
             return await self._store.changes_after(session_id, revision)
-
-    async def find_request(self, session_id: str, request_id: str) -> AddResult | None:
-        with self._timed("find_request"):
-            return await self._store.find_request(session_id, request_id)
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
         with self._timed("feed_after"):

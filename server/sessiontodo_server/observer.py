@@ -11,8 +11,8 @@ from typing import Literal, Protocol
 ResetReason = Literal["lagged", "history"]
 """``lagged``: a watcher's buffer overflowed; ``history``: a resume revision could not be bridged."""
 
-ConflictReason = Literal["race", "expected_revision"]
-"""``race``: another writer committed first and the write was retried; ``expected_revision``: ABORTED."""
+ConflictReason = Literal["expected_revision"]
+"""``expected_revision``: answered ABORTED. (Stores apply writes atomically: no other conflict exists.)"""
 
 
 class BookObserver(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -113,3 +114,15 @@ class Settings(BaseSettings):
             max_sessions=self.max_sessions,
             max_watchers=self.max_watchers,
         )
+
+
+def redact_url(url: str) -> str:
+    """A store URL fit for logs: the password in the authority and every ``*password*`` query value masked."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        credentials, _, host = netloc.rpartition("@")
+        user, colon, _ = credentials.partition(":")
+        netloc = f"{user}{colon and ':***'}@{host}"
+    query = [(key, "***" if "password" in key.lower() else value) for key, value in parse_qsl(parts.query)]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))

@@ -267,6 +267,13 @@ def _entries_bytes(entries: Mapping[str, str]) -> int:
     return sum(len(key.encode()) + len(value.encode()) for key, value in entries.items())
 
 
+def materialize(draft: TodoDraft, limits: Limits, prefix: str = "todo.") -> Todo:
+    """Validate one todo on its own (not against a list) and build it, generating a missing id."""
+    if violations := _draft_violations(draft, prefix, limits):
+        raise InvalidArgument(violations)
+    return _materialize(draft)
+
+
 def _materialize(draft: TodoDraft) -> Todo:
     return Todo(
         id=draft.id or new_id("todo"),
@@ -277,8 +284,13 @@ def _materialize(draft: TodoDraft) -> Todo:
     )
 
 
+def todo_bytes(todo: Todo) -> int:
+    """What one todo counts towards ``max_list_bytes``."""
+    return len(todo.content.encode()) + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+
+
 def _list_bytes(todos: tuple[Todo, ...]) -> int:
-    return sum(len(t.content.encode()) + len(t.id) + (_entries_bytes(t.metadata) if t.metadata else 0) for t in todos)
+    return sum(map(todo_bytes, todos))
 
 
 def _check_size(todos: tuple[Todo, ...], limits: Limits, field: str) -> None:
@@ -344,13 +356,7 @@ def update(
 ) -> tuple[tuple[Todo, ...], Todo]:
     """Change the given fields of one todo; returns the same tuple object when nothing changes."""
     remove_metadata = tuple(remove_metadata)
-    violations = _enum_violations(status, priority, "")
-    if content is not None:
-        violations += _draft_violations(TodoDraft(content=content), "", limits)
-    violations += _metadata_violations(set_metadata, "metadata", limits)
-    violations += check_key_changes(set_metadata, remove_metadata, "remove_metadata_keys")
-    if violations:
-        raise InvalidArgument(violations)
+    check_update(content, status, priority, set_metadata, remove_metadata, limits)
     position = _position(todos, session_id, todo_id)
     old = todos[position]
     metadata = with_changes(old.metadata, set_metadata, remove_metadata) if set_metadata or remove_metadata else None
@@ -368,6 +374,24 @@ def update(
     updated = (*todos[:position], new, *todos[position + 1 :])
     _check_size(updated, limits, "content")
     return updated, new
+
+
+def check_update(
+    content: str | None,
+    status: str | None,
+    priority: str | None,
+    set_metadata: Mapping[str, str],
+    remove_metadata: Iterable[str],
+    limits: Limits,
+) -> None:
+    """What an update says on its own, checked before the todo it names is looked up."""
+    violations = _enum_violations(status, priority, "")
+    if content is not None:
+        violations += _draft_violations(TodoDraft(content=content), "", limits)
+    violations += _metadata_violations(set_metadata, "metadata", limits)
+    violations += check_key_changes(set_metadata, remove_metadata, "remove_metadata_keys")
+    if violations:
+        raise InvalidArgument(violations)
 
 
 def remove(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> tuple[Todo, ...]:

@@ -286,14 +286,14 @@ class TodoServicer:
 
     @_translating_errors
     async def RemoveSession(self, request: pb.RemoveSessionRequest, context: Any) -> pb.RemoveSessionResponse:
-        removed = await self._book.remove_session(request.session_id)
+        removed = await self._book.remove_session(request.session_id, request.origin)
         return pb.RemoveSessionResponse(existed=bool(removed), removed_session_ids=removed)
 
     @_translating_errors
     async def RemoveAllSessions(
         self, request: pb.RemoveAllSessionsRequest, context: Any
     ) -> pb.RemoveAllSessionsResponse:
-        return pb.RemoveAllSessionsResponse(removed_count=await self._book.remove_all_sessions())
+        return pb.RemoveAllSessionsResponse(removed_count=await self._book.remove_all_sessions(request.origin))
 
     @_translating_errors
     async def ListSessions(self, request: pb.ListSessionsRequest, context: Any) -> pb.ListSessionsResponse:

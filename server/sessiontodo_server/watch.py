@@ -54,6 +54,13 @@ class Subscription:
             self._buffered.release(change)
         self._pending.clear()
 
+    def lag(self) -> None:
+        """What was pending cannot be trusted: catch up with a reset instead."""
+        if not self.closed:
+            self._release()
+            self.lagged = True
+            self._wake(True)
+
     def close(self, reason: Change | Unavailable) -> None:
         self.closed = reason
         self._wake(True)
@@ -179,6 +186,13 @@ class WatchHub:
         fits = self.buffered.bytes + self.buffered.size_if_held(change) <= self._buffer_bytes
         if taken := sum(subscription.push(change, fits) for subscription in subscriptions):
             self.buffered.hold(change, taken)
+
+    def lag_all(self, position: int) -> None:
+        """The store cannot tell what changed before ``position``, where it goes on from (lower after
+        its feed was re-created): every watcher and feed resets."""
+        for subscription in [*self._feeds, *(s for watchers in self._by_session.values() for s in watchers)]:
+            subscription.lag()
+        self.position = position
 
     def end_session(self, removal: Change) -> None:
         """Give every watcher of a removed session its final message, and forget them: a session

@@ -166,6 +166,5 @@ async def test_the_mirror_copies_every_sessions_lists_and_lifecycle_across_an_op
         (ChangeKind.SESSION_REMOVED, c),
         (ChangeKind.SESSION_CREATED, d),
     ]
-    # RemoveSession takes no origin (yet): every other change says it came from OpenCode.
-    written_by = {e.origin for e in feed if e.session_id in (a, b, c, d) and e.kind is not ChangeKind.SESSION_REMOVED}
+    written_by = {e.origin for e in feed if e.session_id in (a, b, c, d)}
     assert written_by == {"opencode"}

@@ -26,8 +26,8 @@ async def open_replica(redis_server: RedisServer) -> AsyncIterator[Callable[...,
     """Open Redis stores on the test's server (each one stands for a replica); all closed after the test."""
     opened: list[RedisStore] = []
 
-    async def _open(url: str | None = None, history_limit: int = HISTORY) -> RedisStore:
-        store = RedisStore(url or redis_server.url, history_limit)
+    async def _open(url: str | None = None, history_limit: int = HISTORY, feed_history: int = 4096) -> RedisStore:
+        store = RedisStore(url or redis_server.url, history_limit, feed_history)
         await store.open()
         opened.append(store)
         return store

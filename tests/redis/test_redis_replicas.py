@@ -10,6 +10,7 @@ import pytest
 from sessiontodo_client import (
     Aborted,
     ChangeKind,
+    FeedEvent,
     ResourceExhausted,
     Todo,
     TodoClient,
@@ -20,6 +21,7 @@ from support import ServerProcess
 StartReplicas = Callable[..., list[ServerProcess]]
 Connect = Callable[[ServerProcess], TodoClient]
 TIMEOUT = 10
+GLOBAL = "sessiontodo:global"
 
 
 async def _next(events: AsyncIterator[WatchEvent]) -> WatchEvent:
@@ -100,7 +102,7 @@ async def test_removing_all_sessions_on_one_replica_ends_watchers_everywhere_and
     start_replicas: StartReplicas, connect: Connect
 ) -> None:
     remover, watcher, reader = [connect(replica) for replica in start_replicas(3)]
-    await reader.add_todo("", Todo(content="global"))
+    await reader.add_todo(GLOBAL, Todo(content="global"))
     for session in ("a", "b"):
         await reader.create_session(session)
     feed = watcher.watch("b")
@@ -108,7 +110,7 @@ async def test_removing_all_sessions_on_one_replica_ends_watchers_everywhere_and
     assert await remover.remove_all_sessions() == 2
     assert (await _next(feed)).kind is ChangeKind.SESSION_REMOVED
     assert await reader.list_sessions() == []
-    assert [t.content for t in (await reader.get_todos("")).todos] == ["global"]
+    assert [t.content for t in (await reader.get_todos(GLOBAL)).todos] == ["global"]
 
 
 async def test_the_session_limit_holds_across_replicas(start_replicas: StartReplicas, connect: Connect) -> None:
@@ -130,3 +132,49 @@ async def test_an_add_retried_through_another_replica_with_the_same_request_id_a
     retried = await second.add_todo("s", Todo(content="once"), request_id="add-1")
     assert retried == original
     assert [t.content for t in (await second.get_todos("s")).todos] == ["once"]
+
+
+async def _next_event(events: AsyncIterator[FeedEvent]) -> FeedEvent:
+    return await asyncio.wait_for(anext(events), TIMEOUT)
+
+
+async def test_a_feed_on_one_replica_carries_every_replicas_writes_in_commit_order_and_resumes_on_another(
+    start_replicas: StartReplicas, connect: Connect
+) -> None:
+    first, second, third = [connect(replica) for replica in start_replicas(3)]
+    feed = third.watch_changes(include_snapshot=True)
+    assert (await _next_event(feed)).session_id == GLOBAL  # the snapshot: only the global list
+    await first.create_session("a")
+    await second.create_session("b", parent_id="a")
+    for n in range(10):
+        await [first, second][n % 2].add_todo(["a", "b"][n % 3 % 2], Todo(content=f"todo {n}"))
+    await first.remove_session("a")
+    seen = [await _next_event(feed) for _ in range(2 + 10 + 2)]
+    await feed.aclose()
+    kinds = [e.kind for e in seen]
+    assert kinds[:2] == [ChangeKind.SESSION_CREATED] * 2 and kinds[-2:] == [ChangeKind.SESSION_REMOVED] * 2
+    for session in ("a", "b"):
+        revisions = [e.revision for e in seen if e.session_id == session]
+        assert revisions == list(range(revisions[0], revisions[0] + len(revisions)))  # per session +1
+    resumed = first.watch_changes(after_cursor=seen[5].cursor)
+    again = [await _next_event(resumed) for _ in range(len(seen) - 6)]
+    await resumed.aclose()
+    assert [(e.session_id, e.kind, e.revision, e.cursor) for e in again] == [
+        (e.session_id, e.kind, e.revision, e.cursor) for e in seen[6:]
+    ]
+
+
+async def test_an_idle_session_expires_once_and_every_replica_says_why(
+    start_replicas: StartReplicas, connect: Connect
+) -> None:
+    creator, watcher = [connect(replica) for replica in start_replicas(2, "--expiry-interval", "0.2")]
+    feed = watcher.watch_changes(include_snapshot=True)
+    assert (await _next_event(feed)).session_id == GLOBAL  # the feed is open
+    await creator.create_session("idle", idle_ttl=1)
+    created = await _next_event(feed)
+    removed = await _next_event(feed)
+    await feed.aclose()
+    assert (created.kind, removed.kind) == (ChangeKind.SESSION_CREATED, ChangeKind.SESSION_REMOVED)
+    assert removed.session_id == "idle" and removed.removal_reason is not None
+    assert removed.removal_reason.name == "EXPIRED"
+    assert await creator.list_sessions() == []

@@ -2,8 +2,9 @@
 
 A store keeps sessions (their lists, metadata and revisions), a short history of changes
 per session for resuming watchers, and a short server-wide feed of changes numbered by
-cursor for resuming feeds. Writes are compare-and-set on the revision, so one interface
-serves both a single process and several replicas sharing an external engine.
+cursor for resuming feeds. A write is a ``Mutation`` the store applies atomically to the
+current state, so one interface serves both a single process and several replicas sharing an
+external engine, without read-then-compare-and-set loops.
 """
 
 from __future__ import annotations
@@ -12,9 +13,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sessiontodo_server.todos import GLOBAL_SESSION_ID, Change, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.mutations import Mutation
+from sessiontodo_server.todos import GLOBAL_SESSION_ID, Change, Limits, RemovalReason, SessionFilter, SessionInfo, Todo
 
-__all__ = ["GLOBAL_SESSION_ID", "AddResult", "SessionState", "StoreStartupError", "TodoStore"]
+__all__ = [
+    "GLOBAL_SESSION_ID",
+    "REQUEST_RETENTION_SECONDS",
+    "REQUEST_RETENTION_WRITES",
+    "AddResult",
+    "SessionState",
+    "StoreStartupError",
+    "TodoStore",
+    "Written",
+]
+
+REQUEST_RETENTION_WRITES = 10_000
+REQUEST_RETENTION_SECONDS = 3600.0
+"""An AddTodo request id is remembered (per session) until it is both this many writes of its
+session and this many seconds old: a retry within either gets the first result."""
 
 
 class StoreStartupError(Exception):
@@ -45,6 +61,16 @@ class AddResult:
     """What the request asked for (``todos.request_fingerprint``); empty when not known (older data)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a write did: the session as the write left it, the change it made (None when nothing
+    changed, or for a retried request id), and an AddTodo's result (for a retry, the first call's)."""
+
+    state: SessionState
+    change: Change | None = None
+    result: AddResult | None = None
+
+
 class TodoStore(Protocol):
     feed_epoch: str
     """Names this store's feed numbering: a cursor from another epoch cannot be resumed."""
@@ -64,10 +90,10 @@ class TodoStore(Protocol):
         the same id reached, so a revision from a previous incarnation never looks current.
         """
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         """Remove a session and its descendants; one SESSION_REMOVED change for each removed."""
 
-    async def remove_all_sessions(self) -> list[Change]:
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
         """Remove every session except the global list."""
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
@@ -76,26 +102,38 @@ class TodoStore(Protocol):
     async def get(self, session_id: str) -> SessionState | None:
         """The session as readers and watchers see it: only durable writes."""
 
-    async def latest(self, session_id: str) -> SessionState | None:
-        """The state a write builds on: also writes accepted but still being made durable."""
-
     async def session_count(self) -> int:
         """How many sessions exist, the global list excluded."""
 
     def held_bytes(self) -> tuple[int, int]:
         """Bytes this process holds against the memory budget for lists, and for history and feed."""
 
-    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
-        """Store ``change`` (its list and ``info``) iff the session is at ``change.revision - 1``;
-        returns it with its feed cursor, or None when another write came first.
+    async def write(
+        self,
+        session_id: str,
+        mutation: Mutation,
+        *,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> Written:
+        """Apply ``mutation`` to the session's current state in one atomic step (``mutations.apply``'s
+        rules), stamping ``updated_at = now``; the change carries its feed cursor.
 
-        ``request`` records an AddTodo's request id with its result, atomically with the write.
+        First, in this order: SessionNotFound; a ``request_id`` still remembered (see
+        ``REQUEST_RETENTION_*``) returns the first call's result and writes nothing;
+        RevisionMismatch when ``expected_revision`` is given and differs. Then TodoNotFound,
+        InvalidArgument or LimitExceeded from the mutation, changing nothing. Never fails because
+        another writer came first.
+
+        Builds on every write accepted before it, durable or not; answers (refusals included)
+        only once what it answers from is durable, so ``get`` and watchers never run ahead of it.
         """
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         """The session's changes after ``revision`` up to now, or None when they cannot be bridged."""
-
-    async def find_request(self, session_id: str, request_id: str) -> AddResult | None: ...
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
         """Every change after ``cursor`` up to now, in feed order, or None when they cannot be bridged."""
@@ -109,8 +147,10 @@ class TodoStore(Protocol):
     def on_external_change(self, listener: Callable[[Change], None]) -> None:
         """Replicated stores call ``listener`` with each change another replica made, in feed order.
 
-        When they cannot tell what changed (a lost notification, a reconnect), they pass a
-        RESET change carrying the current list; a removal arrives as SESSION_REMOVED.
+        When they cannot tell what changed in one session, they pass a RESET change carrying its
+        current list; when they cannot tell at all (history lost), a RESET with an empty session
+        id and the cursor they resume from: every watcher and feed then re-reads. A removal
+        arrives as SESSION_REMOVED.
         """
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:

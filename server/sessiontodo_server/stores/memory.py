@@ -1,11 +1,12 @@
 """The in-process store: every session in a dict, optionally written through to a journal.
 
-Compare-and-set never awaits, so within one event loop it is atomic, and a snapshot is one
-consistent cut of the feed. With a ``Journal`` (the sqlite one) a change is accepted at once
-(the next write to its session builds on it, ``latest``, and joins the same group commit) but
-applied where readers and watchers see it (``get``, ``snapshot``, the feed, the history) only
-once the journal has made it durable, in order; its caller is answered then too. A session
-being created or removed is invisible to writes until that is durable.
+A write applies its mutation without awaiting, so within one event loop it is atomic, and a
+snapshot is one consistent cut of the feed. With a ``Journal`` (the sqlite one) a change is
+accepted at once (the next write to its session builds on it and joins the same group commit)
+but applied where readers and watchers see it (``get``, ``snapshot``, the feed, the history)
+only once the journal has made it durable, in order; its caller is answered then too, and so
+is a write that changed nothing or was refused on the accepted state. A session being created
+or removed is invisible to writes until that is durable.
 """
 
 from __future__ import annotations
@@ -21,21 +22,25 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from sessiontodo_server import mutations
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, Held, MemoryBudget, change_bytes, give_back, list_bytes
-from sessiontodo_server.errors import LimitExceeded, ParentMismatch, SessionNotFound
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState
+from sessiontodo_server.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
+from sessiontodo_server.mutations import AddTodo, Mutation
+from sessiontodo_server.stores.base import (
+    GLOBAL_SESSION_ID,
+    REQUEST_RETENTION_SECONDS,
+    REQUEST_RETENTION_WRITES,
+    AddResult,
+    SessionState,
+    Written,
+)
 from sessiontodo_server.stores.group_commit import Done
-from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.todos import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo, Todo
 
 log = logging.getLogger(__name__)
 
 FEED_PURGE_BYTES = 1 << 20
 """A removed session whose changes in the feed hold more than this has them dropped at once."""
-
-REQUEST_RETENTION_WRITES = 10_000
-REQUEST_RETENTION_SECONDS = 3600.0
-"""An AddTodo request id is remembered (per session) until it is both this many writes of its
-session and this many seconds old: a retry within either gets the first result."""
 
 REQUEST_BYTES = 160
 """What remembering one request costs beyond its todo's text, for the memory budget."""
@@ -251,31 +256,31 @@ class MemoryStore:
         session, created = await self._insert(session_id, info, origin)
         return _state(session_id, session), created
 
-    async def remove_session(self, session_id: str, reason: RemovalReason) -> list[Change]:
+    async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         await self._settled()  # children being created are then children
         if session_id not in self._sessions:
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
             doomed.extend(sorted(self._sessions[doomed_id].children or ()))
-        return await self._removing(doomed, reason)
+        return await self._removing(doomed, reason, origin)
 
-    async def remove_all_sessions(self) -> list[Change]:
+    async def remove_all_sessions(self, origin: str = "") -> list[Change]:
         await self._settled()
         everyone = [sid for sid in self._sessions if sid != GLOBAL_SESSION_ID]
-        removals = await self._removing(everyone, RemovalReason.REMOVED)
+        removals = await self._removing(everyone, RemovalReason.REMOVED, origin)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
         return removals
 
-    async def _removing(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
+    async def _removing(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
         """``_remove``, then the memory it let go of goes back to the system (once ``_remove``'s
         frame, which still holds the last session, is gone)."""
         held = self._lists_bytes + self._retained.bytes
-        removals = await self._remove(session_ids, reason)
+        removals = await self._remove(session_ids, reason, origin)
         give_back(held - self._lists_bytes - self._retained.bytes)
         return removals
 
-    async def _remove(self, session_ids: list[str], reason: RemovalReason) -> list[Change]:
+    async def _remove(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
         """Writes to the sessions fail at once; readers see them until the removal is durable."""
         if not session_ids:
             return []
@@ -290,6 +295,7 @@ class MemoryStore:
                     ChangeKind.SESSION_REMOVED,
                     session.latest_revision + 1,
                     info=session.info if latest is None or latest.info is None else latest.info,
+                    origin=origin,
                     reason=reason,
                     cursor=self._cursor,
                 )
@@ -387,22 +393,59 @@ class MemoryStore:
         session = self._sessions.get(session_id)
         return None if session is None else _state(session_id, session)
 
-    async def latest(self, session_id: str) -> SessionState | None:
+    async def write(
+        self,
+        session_id: str,
+        mutation: Mutation,
+        *,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> Written:
         session = self._sessions.get(session_id)
         if session is None or session_id in self._being_removed:
-            return None
-        if (pending := session.pending) is None:
-            return _state(session_id, session)
-        return SessionState(session_id, pending.revision, pending.todos, pending.info or session.info)
+            raise SessionNotFound(session_id)
+        try:
+            return self._accept(session_id, session, mutation, expected_revision, request_id, origin, now, limits)
+        finally:
+            # Every answer, refusals included, rests on the session's accepted state: given once that is durable.
+            if session.pending is not None and session.written is not None:
+                await asyncio.shield(session.written)
 
-    async def commit(self, change: Change, request: tuple[str, AddResult] | None = None) -> Change | None:
-        session = self._sessions.get(change.session_id)
-        if (
-            session is None
-            or change.session_id in self._being_removed
-            or session.latest_revision != change.revision - 1
-        ):
-            return None
+    def _accept(
+        self,
+        session_id: str,
+        session: _Session,
+        mutation: Mutation,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> Written:
+        """``write`` against the latest accepted state (never awaits, so it is atomic in the loop)."""
+        pending = session.pending
+        state = _state(session_id, session) if pending is None else _pending_state(session, pending)
+        if request_id and (previous := self._find_request(session, request_id)) is not None:
+            return Written(state, result=previous)
+        if expected_revision is not None and expected_revision != state.revision:
+            raise RevisionMismatch(session_id, expected_revision, state.revision)
+        applied = mutations.apply(session_id, state.todos, state.info, mutation, limits)
+        if applied is None:
+            return Written(state)
+        revision = state.revision + 1
+        info = replace(applied.info, updated_at=now)
+        change = Change(session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin)
+        result = None
+        if isinstance(mutation, AddTodo):
+            result = AddResult(applied.todos[applied.index], applied.index, revision, mutation.fingerprint)
+        change = self._commit(session, change, (request_id, result) if request_id and result else None)
+        return Written(SessionState(session_id, revision, change.todos, info), change, result)
+
+    def _commit(self, session: _Session, change: Change, request: tuple[str, AddResult] | None) -> Change:
+        """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
         size = list_bytes(change.todos)
         if size > session.size and self._lists_bytes - session.size + size > self._budget.lists:
             raise LimitExceeded("memory", self._budget.total)
@@ -415,7 +458,7 @@ class MemoryStore:
             return change
         before = session.pending
         if request is not None:
-            self._remember(session, *request, now)  # a retry of this AddTodo waits for it (find_request)
+            self._remember(session, *request, now)  # a retry of this AddTodo is answered once it is durable
 
         def done(error: BaseException | None) -> None:
             if error is None:
@@ -431,7 +474,6 @@ class MemoryStore:
         session.pending = change
         floor = self._request_floor(session, change.revision, now)
         session.written = self._journal.commit(change, request, floor, done)
-        await asyncio.shield(session.written)
         return change
 
     def _apply(
@@ -518,17 +560,11 @@ class MemoryStore:
             return None
         return list(history)[len(history) - (session.revision - revision) :]
 
-    async def find_request(self, session_id: str, request_id: str) -> AddResult | None:
-        session = self._sessions.get(session_id)
-        if session is None or session.requests is None:
+    def _find_request(self, session: _Session, request_id: str) -> AddResult | None:
+        if session.requests is None:
             return None
         remembered = session.requests.get(request_id)
-        if remembered is None:
-            return None
-        if remembered[0].revision > session.revision and session.written is not None:
-            await asyncio.wait([session.written])  # its write is not durable yet: answer once it is
-            return await self.find_request(session_id, request_id)
-        return remembered[0]
+        return None if remembered is None else remembered[0]
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
         if cursor > self._durable_cursor or cursor < self._feed_floor:
@@ -577,3 +613,8 @@ def _request_bytes(result: AddResult) -> int:
 
 def _state(session_id: str, session: _Session) -> SessionState:
     return SessionState(session_id, session.revision, session.todos, session.info)
+
+
+def _pending_state(session: _Session, pending: Change) -> SessionState:
+    """The state a write builds on while ``pending`` is still being made durable."""
+    return SessionState(pending.session_id, pending.revision, pending.todos, pending.info or session.info)

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -36,9 +36,10 @@ from typing import Literal
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
+from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todos
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
-from sessiontodo_server.todos import Change, SessionInfo, Todo, TodoPriority, TodoStatus, frozen
+from sessiontodo_server.todos import Change, SessionInfo, frozen
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -68,34 +69,13 @@ _SESSION_COLUMNS = {
 """Added in 0.2; ALTER TABLE brings a 0.1 file up to date."""
 
 
-def _dump_todos(todos: Iterable[Todo]) -> str:
-    return json.dumps(
-        [
-            [t.id, t.content, t.status.value, t.priority.value, *([dict(t.metadata)] if t.metadata else [])]
-            for t in todos
-        ],
-        separators=(",", ":"),
-    )
-
-
-def _load_todos(text: str) -> tuple[Todo, ...]:
-    return tuple(
-        Todo(i, c, TodoStatus(s), TodoPriority(p), frozen(metadata[0]) if metadata else frozen({}))
-        for i, c, s, p, *metadata in json.loads(text)
-    )
-
-
-def _dump_labels(labels: Mapping[str, str]) -> str:
-    return json.dumps(dict(labels), separators=(",", ":"))
-
-
 def _dump_result(result: AddResult) -> str:
-    return json.dumps([_dump_todos([result.todo]), result.index, result.revision, result.fingerprint])
+    return json.dumps([encode_todos([result.todo]), result.index, result.revision, result.fingerprint])
 
 
 def _load_result(text: str) -> AddResult:
     todos, index, revision, *fingerprint = json.loads(text)  # no fingerprint: written by 0.1
-    return AddResult(_load_todos(todos)[0], index, revision, *fingerprint)
+    return AddResult(decode_todos(todos)[0], index, revision, *fingerprint)
 
 
 log = logging.getLogger(__name__)
@@ -235,7 +215,7 @@ class SqliteJournal:
             epoch = int.from_bytes(os.urandom(6))
             self._set_meta("feed_epoch", epoch)
         sessions = [
-            (sid, revision, _load_todos(todos), SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl))
+            (sid, revision, decode_todos(todos), SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl))
             for sid, parent, revision, todos, labels, created, updated, ttl in self._db.execute(
                 "SELECT session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl FROM sessions"
             )
@@ -270,7 +250,7 @@ class SqliteJournal:
                 session_id,
                 info.parent_id,
                 revision,
-                _dump_labels(info.labels),
+                encode_entries(info.labels),
                 info.created_at,
                 info.updated_at,
                 info.idle_ttl,
@@ -293,8 +273,8 @@ class SqliteJournal:
             " WHERE session_id = ?",
             (
                 change.revision,
-                _dump_todos(change.todos),
-                _dump_labels(info.labels),
+                encode_todos(change.todos),
+                encode_entries(info.labels),
                 info.updated_at,
                 info.idle_ttl,
                 change.session_id,

@@ -1,0 +1,53 @@
+"""One encoding of todos, shared by the stores that keep lists outside Python (sqlite, Redis).
+
+A todo is the JSON array ``[id, content, status, priority]``, plus its metadata as an object
+with sorted keys when it has any. The encoding is canonical — equal todos encode to equal
+bytes — so Redis's scripts, which re-encode a todo they change with the same rules
+(``redis/lua/lib.lua``), can compare stored lists byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring
+from typing import Any
+
+from sessiontodo_server.todos import Todo, TodoPriority, TodoStatus, frozen
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_string = encode_basestring  # what that encoder does to a string, without its per-call set-up
+
+
+def encode_todo(todo: Todo) -> str:
+    """``json.dumps([id, content, status, priority(, metadata)], ensure_ascii=False, separators=(",", ":"))``."""
+    head = f'[{_string(todo.id)},{_string(todo.content)},"{todo.status}","{todo.priority}"'
+    if todo.metadata:
+        return f"{head},{encode_entries(todo.metadata)}]"
+    return f"{head}]"
+
+
+def encode_todos(todos: Iterable[Todo]) -> str:
+    return f"[{','.join(map(encode_todo, todos))}]"
+
+
+_STATUSES = {status.value: status for status in TodoStatus}
+_PRIORITIES = {priority.value: priority for priority in TodoPriority}
+
+
+def todo_from_fields(fields: list[Any]) -> Todo:
+    """A todo from its decoded JSON array."""
+    if len(fields) == 4:
+        todo_id, content, status, priority = fields
+        return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority])
+    todo_id, content, status, priority, metadata = fields
+    return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority], frozen(metadata))
+
+
+def decode_todos(text: str | bytes) -> tuple[Todo, ...]:
+    return tuple(map(todo_from_fields, json.loads(text)))
+
+
+def encode_entries(entries: Mapping[str, str]) -> str:
+    """Labels or metadata: a JSON object with sorted keys."""
+    return _encoder.encode(dict(sorted(entries.items())))
