@@ -47,9 +47,10 @@ opencode: setup
 test: setup $(NODE_DEPS)
 	$(BIN)/python -m pytest $(ARGS)
 
-## bench: measure against a bare grpc.aio echo server (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes)
+## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes)
 bench: setup
 	command -v h2load >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y nghttp2-client || { apt-get update -qq && apt-get install -y nghttp2-client; }; }
+	command -v etcd >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y etcd-server || { apt-get update -qq && apt-get install -y etcd-server; }; }
 	$(BIN)/python bench/run.py $(ARGS)
 
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_server.event_loop import loop_factory
 from sessiontodo_server.transport import add_todo_service
 
 _END = b""
@@ -150,8 +151,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--event-loop", choices=("auto", "uvloop", "asyncio"), default="auto")
     arguments = parser.parse_args()
-    asyncio.run(serve(arguments.host, arguments.port))
+    with asyncio.Runner(loop_factory=loop_factory(arguments.event_loop)) as runner:
+        runner.run(serve(arguments.host, arguments.port))
 
 
 if __name__ == "__main__":

@@ -84,19 +84,30 @@ class H2Load:
         requests: int | None = None,
         clients: int = 4,
         streams: int = 16,
+        rps: int | None = None,
+        service: str = SERVICE_PATH,
     ) -> H2Load:
-        """Send ``body`` to ``method`` for ``duration`` seconds, or ``requests`` times."""
+        """Send ``body`` to ``service``/``method`` for ``duration`` seconds, or ``requests`` times,
+        at most ``rps`` requests a second per client."""
         with tempfile.NamedTemporaryFile(prefix="h2load-", suffix=".bin", delete=False) as file:
             file.write(body)
         argv = [require_h2load(), "-c", str(clients), "-m", str(streams), "-d", file.name]
         argv += ["-H", "content-type: application/grpc", "-H", "te: trailers"]
         argv += ["-D", f"{round(duration * 1000)}ms"] if duration is not None else ["-n", str(requests)]
-        argv.append(f"http://{address}{SERVICE_PATH}/{method}")
+        argv += [f"--rps={rps}"] if rps is not None else []
+        argv.append(f"http://{address}{service}/{method}")
         pinned = ["taskset", "-c", ",".join(map(str, sorted(cpus)))]
         process = await asyncio.create_subprocess_exec(
             *pinned, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )
         return cls(process, Path(file.name))
+
+    async def stop(self) -> None:
+        """End a run early (background load), without a result."""
+        if self._process.returncode is None:
+            self._process.terminate()
+        await self._process.communicate()
+        self._body_file.unlink(missing_ok=True)
 
     async def result(self) -> LoadResult:
         """Wait for the run to end and parse its report."""

@@ -69,9 +69,9 @@ class ServerProcess:
         return cls(name, pinned(cpus, argv), port, log_dir)
 
     @classmethod
-    def echo(cls, name: str, cpus: set[int], log_dir: Path) -> ServerProcess:
+    def echo(cls, name: str, cpus: set[int], log_dir: Path, *flags: str) -> ServerProcess:
         port = free_port()
-        argv = [sys.executable, str(BENCH / "echo_server.py"), "--port", str(port)]
+        argv = [sys.executable, str(BENCH / "echo_server.py"), "--port", str(port), *flags]
         return cls(name, pinned(cpus, argv), port, log_dir)
 
     @property
@@ -87,7 +87,7 @@ class ServerProcess:
         await self._wait_until_answering()
         return self
 
-    async def _wait_until_answering(self, timeout: float = 20.0) -> None:
+    async def _wait_until_answering(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         async with grpc.aio.insecure_channel(self.address) as channel:
             stub = pb_grpc.TodoServiceStub(channel)
@@ -96,10 +96,16 @@ class ServerProcess:
                     await stub.GetTodos(pb.GetTodosRequest(session_id="sessiontodo:global"), timeout=1)
                     return
                 except grpc.aio.AioRpcError:
-                    assert self._process is not None
-                    if self._process.returncode is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"{self.name} did not start:\n{self._log.read_text()}") from None
+                    if not self.running or time.monotonic() > deadline:
+                        raise RuntimeError(f"{self.name} did not start:\n{self.log_text()}") from None
                     await asyncio.sleep(0.05)
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    def log_text(self) -> str:
+        return self._log.read_text()
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():

@@ -256,7 +256,7 @@ async def _write_rates(addresses: list[str], seconds: float, cpus: set[int]) -> 
 
 
 def redis_rows(floor: dict[str, Any], processes: dict[str, Any]) -> list[Row]:
-    """Figure 7 of ``make bench``."""
+    """Figure 8 of ``make bench``."""
     cpu, p50 = floor["cpu_us_per_write"], floor["subscriber_p50_ms"]
     contention = floor["contention"]
     return [

@@ -118,13 +118,16 @@ def _total_memory_gib() -> float:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    """Latency vs sessions, throughput vs the echo baseline, fan-out delivery vs watchers."""
+    """Latency vs sessions, throughput vs the echo baseline, fan-out delivery vs watchers, and
+    (when etcd was measured) each server's figures as ratios to etcd's."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (latency, throughput, fanout) = plt.subplots(1, 3, figsize=(17, 5))
+    versus = results.get("versus_etcd")
+    figure, panels = plt.subplots(1, 4 if versus else 3, figsize=(23 if versus else 17, 5))
+    latency, throughput, fanout = panels[:3]
 
     isolation = results["isolation"]
     latency.plot(isolation["sessions"], isolation["p50_ms"], "o-", label="p50")
@@ -159,6 +162,26 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fanout.set_title("Fan-out delivery rate")
     fanout.legend()
 
+    if versus:
+        _plot_versus(panels[3], versus["ratios"])
+
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _plot_versus(axes: Any, ratios: dict[str, dict[str, float]]) -> None:
+    """Grouped bars: for each measure, each server's value divided by etcd's (1 = etcd)."""
+    names = list(ratios)
+    measures = list(next(iter(ratios.values())))
+    width = 0.8 / len(names)
+    for index, name in enumerate(names):
+        positions = [position + index * width for position in range(len(measures))]
+        axes.bar(positions, [ratios[name].get(measure, 0) for measure in measures], width, label=name)
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xticks([position + width * (len(names) - 1) / 2 for position in range(len(measures))])
+    axes.set_xticklabels(measures, rotation=20, fontsize=8)
+    axes.set_yscale("log")
+    axes.set_ylabel("ratio to etcd (log; writes/s: higher is better, others: lower)")
+    axes.set_title("Against etcd 3.4, same run, same core")
+    axes.legend(fontsize=8)

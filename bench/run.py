@@ -1,5 +1,5 @@
-"""``make bench``: measure the server against a bare grpc.aio echo server, print a markdown table,
-and write it (with the raw numbers and a PNG plot) to ``bench/results/``.
+"""``make bench``: measure the server against a bare grpc.aio echo server and against etcd, print a
+markdown table, and write it (with the raw numbers and a PNG plot) to ``bench/results/``.
 
 Servers run in their own processes pinned to one CPU; h2load and the watcher processes run
 on the others. Absolute numbers drift on shared machines, so each figure is compared with a
@@ -27,6 +27,7 @@ from typing import Any
 
 import grpc
 
+from etcd import EtcdProcess, etcd_binary
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -45,6 +46,17 @@ from redis_store import measure_processes, measure_store_against_floor, redis_ro
 from replicas import measure_cross_replica_latency
 from report import Row, machine, markdown_table, median, plot
 from throughput import OPERATIONS, Target, measure_list_sizes, measure_operations, scaling_rows, throughput_rows
+from versus import (
+    ON_ASYNCIO,
+    Contender,
+    EtcdContender,
+    durability_rows,
+    event_loop_rows,
+    measure_versus,
+    sessiontodo_contender,
+    versus_rows,
+)
+from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
 
 
@@ -222,6 +234,14 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     figures[7] = opencode_rows(sidecar)
     plotted["opencode"] = sidecar
 
+    if etcd_binary():
+        progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")
+        rows, ratios = await measure_against_etcd(sizes, scratch, cpus)
+        figures[9] = rows
+        plotted["versus_etcd"] = ratios
+    else:
+        progress("figures 9-11 skipped: etcd is not installed (apt-get install etcd-server)")
+
     if shutil.which("redis-server"):
         progress("figure 6: write-to-watcher latency across replicas sharing one Redis (bench/replicas.py)")
         replicas = await measure_cross_replica_latency(sizes.replica_samples, server_cpus=cpus.server, log_dir=scratch)
@@ -237,6 +257,50 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     else:
         progress("figures 6 and 8 skipped: redis-server is not installed")
     return [row for figure in sorted(figures) for row in figures[figure]], plotted
+
+
+VERSUS_SUBJECTS = ("memory", "sqlite", "sqlite-fsync")
+
+
+async def measure_against_etcd(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> tuple[list[Row], dict[str, object]]:
+    servers = [
+        ServerProcess.echo(BASELINE, cpus.server, scratch),
+        ServerProcess.sessiontodo("memory", "memory://", cpus.server, scratch),
+        ServerProcess.sessiontodo("sqlite", f"sqlite:///{scratch}/versus.db", cpus.server, scratch),
+        ServerProcess.sessiontodo(
+            "sqlite-fsync", f"sqlite:///{scratch}/versus-fsync.db", cpus.server, scratch, "--durability", "fsync"
+        ),
+        EtcdProcess.etcd("etcd", cpus.server, scratch),
+        ServerProcess.echo(BASELINE + ON_ASYNCIO, cpus.server, scratch, "--event-loop", "asyncio"),
+        ServerProcess.sessiontodo("memory" + ON_ASYNCIO, "memory://", cpus.server, scratch, "--event-loop", "asyncio"),
+    ]
+    for server in servers:
+        await server.start()
+    contenders: list[Contender] = [
+        EtcdContender(server) if isinstance(server, EtcdProcess) else sessiontodo_contender(server)
+        for server in servers
+    ]
+    try:
+        result = await measure_versus(
+            contenders,
+            fanned_out=("memory", BASELINE, "etcd"),
+            writes_only=(BASELINE + ON_ASYNCIO, "memory" + ON_ASYNCIO),
+            rounds=sizes.rounds,
+            seconds=sizes.seconds,
+            samples=sizes.latency_samples,
+            reach_samples=sizes.reach_samples,
+            watcher_counts=[count for count in sizes.watcher_counts if count > 1],
+            cpus=cpus.load,
+        )
+    finally:
+        for contender in contenders:
+            await contender.close()
+        for server in servers:
+            await server.stop()
+    rows = (
+        versus_rows(result, VERSUS_SUBJECTS) + durability_rows(result) + event_loop_rows(result, (BASELINE, "memory"))
+    )
+    return rows, {"ratios": versus_plotted(result, [*VERSUS_SUBJECTS, BASELINE]), "raw": result.as_json()}
 
 
 def replica_rows(result: dict[str, Any]) -> list[Row]:

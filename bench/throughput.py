@@ -18,6 +18,7 @@ import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import grpc
 
@@ -26,6 +27,8 @@ from processes import ServerProcess
 from report import Row, median
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
 
 CLIENTS = 4
 STREAMS = 16
@@ -100,7 +103,7 @@ class Measured:
         return median([mine / theirs for mine, theirs in pairs])
 
 
-def rotated(targets: Sequence[Target], by: int) -> list[Target]:
+def rotated(targets: Sequence[T], by: int) -> list[T]:
     """Each round starts with a different target, so none is always measured first."""
     shift = by % len(targets)
     return [*targets[shift:], *targets[:shift]]

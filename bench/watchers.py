@@ -4,7 +4,8 @@ As a program (``python bench/watchers.py ...``) it opens ``--count`` WatchTodos 
 waits for each first message, prints ``ready``, and then reads until its stdin closes. With
 ``--report`` it also prints ``<revision> <monotonic ns>`` once every stream of the process has
 received that revision: CLOCK_MONOTONIC is system-wide, so the parent can compare the time
-with the moment it started the write. ``WatcherProcess`` is the parent's handle on one.
+with the moment it started the write. With ``--etcd`` the streams are etcd Watch streams of the
+key ``<prefix>``, one watcher each. ``WatcherProcess`` is the parent's handle on one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 
 import grpc
 
+import etcd
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 
@@ -65,6 +67,16 @@ async def _watch(
         call.cancel()
 
 
+async def _watch_etcd(channel: grpc.aio.Channel, key: str, ready: asyncio.Queue[None], arrivals: _Arrivals) -> None:
+    call = await etcd.open_watch(channel, key.encode())
+    try:
+        ready.put_nowait(None)
+        while True:
+            arrivals.arrived(await etcd.next_revision(call))
+    finally:
+        call.cancel()
+
+
 async def _opened(ready: asyncio.Queue[None], count: int) -> None:
     for _ in range(count):
         await ready.get()
@@ -74,7 +86,7 @@ class _Stop(Exception):
     """The parent closed our stdin."""
 
 
-async def hold(address: str, ids: list[str], report: bool) -> None:
+async def hold(address: str, ids: list[str], report: bool, on_etcd: bool = False) -> None:
     channels = [grpc.aio.insecure_channel(address) for _ in range(0, len(ids), STREAMS_PER_CHANNEL)]
     arrivals = _Arrivals(len(ids), report)
     ready: asyncio.Queue[None] = asyncio.Queue()
@@ -84,8 +96,11 @@ async def hold(address: str, ids: list[str], report: bool) -> None:
     try:
         async with asyncio.TaskGroup() as streams:
             for number, session_id in enumerate(ids):
-                stub = pb_grpc.TodoServiceStub(channels[number // STREAMS_PER_CHANNEL])
-                streams.create_task(_watch(stub, session_id, ready, arrivals))
+                channel = channels[number // STREAMS_PER_CHANNEL]
+                if on_etcd:
+                    streams.create_task(_watch_etcd(channel, session_id, ready, arrivals))
+                else:
+                    streams.create_task(_watch(pb_grpc.TodoServiceStub(channel), session_id, ready, arrivals))
                 if number % OPENING_BATCH == OPENING_BATCH - 1:
                     await _opened(ready, OPENING_BATCH)
             await _opened(ready, len(ids) % OPENING_BATCH)
@@ -117,9 +132,10 @@ class WatcherProcess:
         first: int = 0,
         same_session: bool = False,
         report: bool = False,
+        on_etcd: bool = False,
     ) -> WatcherProcess:
         argv = [sys.executable, __file__, address, prefix, "--first", str(first), "--count", str(count)]
-        argv += ["--same-session"] * same_session + ["--report"] * report
+        argv += ["--same-session"] * same_session + ["--report"] * report + ["--etcd"] * on_etcd
         process = await asyncio.create_subprocess_exec(
             "taskset", "-c", ",".join(map(str, sorted(cpus))), *argv,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -157,9 +173,10 @@ def main() -> None:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--same-session", action="store_true", help="every stream watches the session named <prefix>")
     parser.add_argument("--report", action="store_true", help="print '<revision> <ns>' when all streams have it")
+    parser.add_argument("--etcd", action="store_true", help="etcd Watch streams of the key <prefix> instead")
     arguments = parser.parse_args()
     ids = list(session_ids(arguments.prefix, arguments.first, arguments.count, arguments.same_session))
-    asyncio.run(hold(arguments.address, ids, arguments.report))
+    asyncio.run(hold(arguments.address, ids, arguments.report, arguments.etcd))
 
 
 if __name__ == "__main__":

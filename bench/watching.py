@@ -34,6 +34,9 @@ PACING_WINDOW = 32
 """Writes ahead of the pacing watcher: enough to keep the server busy, far below the
 server's per-watcher buffer (256), so no watcher is ever reset."""
 READ_TIMEOUT = 30.0
+FANOUT_TARGET = 0.91
+"""Delivery rate against the bare stream's with many watchers: per message at most 1.1x its cost
+(1 / 1.1). With one watcher every message is also a write, so the write path sets that rate."""
 CHANGES = frozenset({pb.CHANGE_KIND_TODOS_REPLACED, pb.CHANGE_KIND_RESET})
 
 
@@ -275,7 +278,7 @@ def fanout_rows(result: FanOutResult, subject: str, baseline: str) -> list[Row]:
                 "msg/s",
                 baseline=median(mine) / ratio,
                 baseline_name=f"{baseline}, same rounds",
-                target=(">=", 0.7),
+                target=(">=", 0.7 if watchers == 1 else FANOUT_TARGET),
             )
         )
     for watchers in result.watchers:

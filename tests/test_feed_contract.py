@@ -171,8 +171,9 @@ async def test_a_lagging_feed_is_reset_with_a_snapshot_and_never_skips_silently(
 ) -> None:
     await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
     call, _ = await open_feed(stub)
-    for n in range(50):  # the feed's buffer holds 8; the writes happen before it reads again
-        await server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "")
+    # The feed's buffer holds 8; the writes happen before it reads again (made at once: with a
+    # journal each write waits for its group commit, where the feed could otherwise catch up).
+    await asyncio.gather(*(server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "") for n in range(50)))
 
     kinds = []
     while True:

@@ -42,10 +42,11 @@ async def health(server: RunningServer) -> int:
         ("PRAGMA query_only = 1", "PRAGMA query_only = 0", "readonly"),
     ],
 )
+@pytest.mark.parametrize("durability", ["process", "fsync"])
 async def test_a_refused_write_is_unavailable_changes_nothing_and_health_recovers(
-    start: Callable[..., Any], tmp_path: Path, refuse: str, allow: str, why: str
+    start: Callable[..., Any], tmp_path: Path, refuse: str, allow: str, why: str, durability: str
 ) -> None:
-    server: RunningServer = await start(store=f"sqlite:///{tmp_path / 'todos.db'}")
+    server: RunningServer = await start(store=f"sqlite:///{tmp_path / 'todos.db'}", durability=durability)
     async with TodoClient.connect(server.address) as client:
         await client.create_session("s")
         kept = await client.replace_todos("s", [Todo(id="a", content="kept")])

@@ -40,12 +40,13 @@ HISTORY = 4
 FEED_HISTORY = 8
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-fsync", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
     with ExitStack() as servers:
         engines: dict[str, Callable[[], TodoStore]] = {
             "memory": lambda: MemoryStore(HISTORY, feed_history=FEED_HISTORY),
             "sqlite": lambda: open_sqlite_store(tmp_path / "todos.db", HISTORY, FEED_HISTORY),
+            "sqlite-fsync": lambda: open_sqlite_store(tmp_path / "todos.db", HISTORY, FEED_HISTORY, durability="fsync"),
             "redis": lambda: RedisStore(
                 servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY, FEED_HISTORY
             ),

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from sessiontodo_server.app import StartupError, start_server
+from sessiontodo_server.event_loop import loop_factory
 from sessiontodo_server.logs import configure_logging
 from sessiontodo_server.settings import Settings
 from sessiontodo_server.stores.base import StoreStartupError
@@ -29,7 +30,8 @@ def main() -> None:
     settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
     configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(serve(settings))
+        with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
+            runner.run(serve(settings))
     except (StoreStartupError, StartupError) as error:
         logging.getLogger("sessiontodo_server").critical("%s", error)
         sys.exit(1)

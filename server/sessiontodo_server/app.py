@@ -29,7 +29,7 @@ from sessiontodo_server.observing import ObservingInterceptor
 from sessiontodo_server.settings import Settings, redact_url
 from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.stores.sqlite import open_sqlite_store
+from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
 from sessiontodo_server.tls import ReloadableTls, TlsError, TlsFiles
 from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_todo_service
 from sessiontodo_server.watch import WatchHub
@@ -46,11 +46,18 @@ class StartupError(Exception):
 
 
 def open_store(
-    url: str, history_limit: int, feed_history: int = 4096, budget: MemoryBudget = DEFAULT_MEMORY_BUDGET
+    url: str,
+    history_limit: int,
+    feed_history: int = 4096,
+    budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
+    durability: Durability = "process",
 ) -> TodoStore:
     """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
-    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis."""
+    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis.
+    ``durability`` is the sqlite store's (see ``stores/sqlite.py``)."""
     scheme = urlsplit(url).scheme
+    if durability != "process" and scheme != "sqlite":
+        raise ValueError(f"--durability {durability} applies to the sqlite store, not {scheme}://")
     if scheme == "memory":
         return MemoryStore(history_limit, feed_history=feed_history, budget=budget)
     if scheme == "sqlite":
@@ -59,7 +66,7 @@ def open_store(
             raise ValueError(
                 f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
             )
-        return open_sqlite_store(Path(path), history_limit, feed_history, budget)
+        return open_sqlite_store(Path(path), history_limit, feed_history, budget, durability)
     if scheme in ("redis", "rediss"):
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
@@ -216,6 +223,7 @@ async def start_server(
             settings.history_limit,
             settings.feed_history,
             MemoryBudget(settings.memory_budget, settings.memory_per_tenant),
+            settings.durability,
         )
     )
     if metrics is not None or tracer_provider is not None:

@@ -29,6 +29,11 @@ class Settings(BaseSettings):
         DEFAULT_STORE,
         description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db.",
     )
+    durability: Literal["process", "fsync"] = Field(
+        "process",
+        description="sqlite store: acknowledge writes once they survive a process crash (process) or an OS crash"
+        " and power loss too (fsync: synchronous=FULL, group-committed).",
+    )
     history_limit: int = Field(64, ge=0, description="Changes kept per session for resuming watchers.")
     feed_history: int = Field(
         4096, ge=0, description="Changes kept server-wide for resuming WatchChanges feeds by cursor."
@@ -52,6 +57,9 @@ class Settings(BaseSettings):
     reuse_port: bool = Field(False, description="Allow several processes on one port (SO_REUSEPORT).")
     max_connection_age: float = Field(
         0, ge=0, description="Seconds before a connection is closed to rebalance; 0 never."
+    )
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto", description="Event loop: uvloop when installed (auto), or insist on one."
     )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
     tls_cert: Path | None = Field(None, description="PEM certificate chain: serve TLS (reloaded on SIGHUP).")

@@ -275,6 +275,8 @@ def _draft_violations(draft: TodoDraft, prefix: str, limits: Limits) -> list[tup
 
 
 def _metadata_violations(metadata: Mapping[str, str], field: str, limits: Limits) -> list[tuple[str, str]]:
+    if not metadata:  # the common case, once per todo on every write
+        return []
     violations = [
         (field, f"keys are 1 to {METADATA_KEY_MAX_LENGTH} characters")
         for key in metadata

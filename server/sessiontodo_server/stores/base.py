@@ -108,7 +108,8 @@ class TodoStore(Protocol):
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         """Matching sessions with ids greater than ``after_id``, in id order (the global list excluded)."""
 
-    async def get(self, session_id: str) -> SessionState | None: ...
+    async def get(self, session_id: str) -> SessionState | None:
+        """The session as readers and watchers see it: only durable writes."""
 
     async def session_count(self) -> int:
         """How many sessions exist, the global list excluded."""
@@ -135,6 +136,9 @@ class TodoStore(Protocol):
         RevisionMismatch when ``expected_revision`` is given and differs. Then TodoNotFound,
         InvalidArgument or LimitExceeded from the mutation, changing nothing. Never fails because
         another writer came first.
+
+        Builds on every write accepted before it, durable or not; answers (refusals included)
+        only once what it answers from is durable, so ``get`` and watchers never run ahead of it.
         """
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:

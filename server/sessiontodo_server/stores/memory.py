@@ -1,13 +1,17 @@
 """The in-process store: every session in a dict, optionally written through to a journal.
 
-Methods never await, so within one event loop each call is atomic: compare-and-set
-always sees the latest revision, and a snapshot is one consistent cut of the feed. With a
-``Journal`` (the sqlite one) each write is made durable before it is applied in memory and
-acknowledged.
+A write applies its mutation without awaiting, so within one event loop it is atomic, and a
+snapshot is one consistent cut of the feed. With a ``Journal`` (the sqlite one) a change is
+accepted at once (the next write to its session builds on it and joins the same group commit)
+but applied where readers and watchers see it (``get``, ``snapshot``, the feed, the history)
+only once the journal has made it durable, in order; its caller is answered then too, and so
+is a write that changed nothing or was refused on the accepted state. A session being created
+or removed is invisible to writes until that is durable.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import heapq
 import logging
@@ -30,6 +34,7 @@ from sessiontodo_server.stores.base import (
     SessionState,
     Written,
 )
+from sessiontodo_server.stores.group_commit import Done
 from sessiontodo_server.tenancy import tenant_of
 from sessiontodo_server.todos import (
     EVERY_SESSION,
@@ -72,6 +77,15 @@ class _Session:
     """What its remembered requests cost."""
     tenant: str = ""
     """Whose lists' share it counts toward (``budget.per_tenant``)."""
+    pending: Change | None = None
+    """The newest accepted change not yet durable: what the next write builds on (``revision``,
+    ``todos`` and ``info`` are the durable state readers and watchers see)."""
+    written: asyncio.Future[None] | None = None
+    """Completes once ``pending`` (the session's newest accepted change) is durable."""
+
+    @property
+    def latest_revision(self) -> int:
+        return self.revision if self.pending is None else self.pending.revision
 
 
 @dataclass
@@ -87,25 +101,42 @@ class Loaded:
 
 
 class Journal(Protocol):
-    """Durable write-ahead of the memory store; every call must be durable on return."""
+    """Durable write-ahead of the memory store.
+
+    Each write returns a future that completes once it is durable. Writes become durable in
+    the order they were made; each one's ``done`` runs, in that order, as soon as it is durable
+    (with None) or has failed (with the error). A failure fails every write not yet durable,
+    their ``done`` called newest first, so each undo finds the state its write left.
+    """
 
     def load(self) -> Loaded:
         """The stored state; a new journal starts a new feed epoch."""
 
-    def create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None: ...
+    def create_session(
+        self, session_id: str, revision: int, info: SessionInfo, cursor: int, done: Done
+    ) -> asyncio.Future[None]: ...
 
-    def commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
+    def commit(
+        self, change: Change, request: tuple[str, AddResult] | None, forget_before: int, done: Done
+    ) -> asyncio.Future[None]:
         """Persist the list and metadata after ``change``; drop remembered requests older than ``forget_before``."""
 
     def remove_sessions(
-        self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
-    ) -> None:
+        self,
+        session_ids: list[str],
+        marks: list[tuple[str, int]],
+        forgotten: list[str],
+        floor: int,
+        cursor: int,
+        done: Done,
+    ) -> asyncio.Future[None]:
         """Delete sessions, remember their last revisions (``marks``), forget older marks."""
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         """Call ``listener(False)`` while the journal refuses writes, ``listener(True)`` when it accepts them again."""
 
-    def close(self) -> None: ...
+    async def close(self) -> None:
+        """Finish the writes under way, then close."""
 
 
 class MemoryStore:
@@ -132,6 +163,11 @@ class MemoryStore:
         self._removed_marks: OrderedDict[str, int] = OrderedDict()
         self._removed_floor = 0
         self._cursor = 0
+        """The feed position of the newest accepted change."""
+        self._durable_cursor = 0
+        """The feed position of the newest durable change: what snapshots and the feed show."""
+        self._being_created: dict[str, asyncio.Future[None]] = {}
+        self._being_removed: dict[str, asyncio.Future[None]] = {}
         self._feed: deque[Change] = deque()
         self._feed_floor = 0
         """Changes at or below this cursor may be missing from the feed (a removed session's)."""
@@ -142,7 +178,7 @@ class MemoryStore:
         if self._journal is not None:
             loaded = self._journal.load()
             self.feed_epoch = f"{loaded.feed_epoch:x}"
-            self._cursor = loaded.cursor
+            self._cursor = self._durable_cursor = loaded.cursor
             self._removed_floor = loaded.removed_floor
             self._removed_marks.update(loaded.removed_marks)
             for session_id, revision, todos, info in loaded.sessions:
@@ -157,24 +193,62 @@ class MemoryStore:
                 self._remember(self._sessions[session_id], request_id, result, now)
             self._sorted_ids = sorted(self._sessions)
         if GLOBAL_SESSION_ID not in self._sessions:
-            self._insert(GLOBAL_SESSION_ID, SessionInfo())
+            await self._insert(GLOBAL_SESSION_ID, SessionInfo(), None)
 
     async def close(self) -> None:
         if self._journal is not None:
-            self._journal.close()
+            await self._journal.close()
 
-    def _insert(self, session_id: str, info: SessionInfo) -> _Session:
+    async def _insert(self, session_id: str, info: SessionInfo, origin: str | None) -> tuple[_Session, Change | None]:
+        """Create a session (and its SESSION_CREATED change, unless ``origin`` is None); returns once durable."""
         revision = self._removed_marks.pop(session_id, self._removed_floor)
         session = _Session(revision, info, tenant=tenant_of(session_id))
-        if self._journal is not None:
-            self._journal.create_session(session_id, revision, info, self._cursor + 1)
         self._cursor += 1
+        created = None
+        if origin is not None:
+            created = Change(
+                session_id, ChangeKind.SESSION_CREATED, revision, info=info, origin=origin, cursor=self._cursor
+            )
+        if self._journal is None:
+            self._add(session_id, session, self._cursor, created)
+            return session, created
+        cursor = self._cursor
+
+        def done(error: BaseException | None) -> None:
+            del self._being_created[session_id]
+            if error is None:
+                self._add(session_id, session, cursor, created)
+            else:
+                self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
+                if revision != self._removed_floor:
+                    self._removed_marks[session_id] = revision
+
+        written = self._journal.create_session(session_id, revision, info, cursor, done)
+        self._being_created[session_id] = written
+        await asyncio.shield(written)
+        return session, created
+
+    def _add(self, session_id: str, session: _Session, cursor: int, created: Change | None) -> None:
         self._sessions[session_id] = session
         bisect.insort(self._sorted_ids, session_id)
-        if info.parent_id:
-            self._adopt(info.parent_id, session_id)
+        if session.info.parent_id in self._sessions:
+            self._adopt(session.info.parent_id, session_id)
         self._schedule_expiry(session_id, session)
-        return session
+        self._durable_cursor = cursor
+        if created is not None:
+            self._record(created)
+
+    async def _settled(self, session_id: str | None = None) -> None:
+        """Wait out creations and removals under way (of ``session_id``, or of any session)."""
+        while True:
+            if session_id is None:
+                pending = [*self._being_created.values(), *self._being_removed.values()]
+            else:
+                found = (self._being_created.get(session_id), self._being_removed.get(session_id))
+                pending = [future for future in found if future is not None]
+            if not pending:
+                return
+            await asyncio.wait(pending)  # failed or not: the state is settled either way
 
     def _adopt(self, parent_id: str, child_id: str) -> None:
         parent = self._sessions[parent_id]
@@ -185,65 +259,85 @@ class MemoryStore:
     async def create_session(
         self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
     ) -> tuple[SessionState, Change | None]:
+        await self._settled(session_id)
         if (existing := self._sessions.get(session_id)) is not None:
             if existing.info.parent_id != info.parent_id:
                 raise ParentMismatch(session_id, existing.info.parent_id)
             return _state(session_id, existing), None
-        if info.parent_id and info.parent_id not in self._sessions:
+        if info.parent_id and (info.parent_id not in self._sessions or info.parent_id in self._being_removed):
             raise SessionNotFound(info.parent_id)
-        if len(self._sessions) - 1 >= max_sessions:
+        if len(self._sessions) + len(self._being_created) - 1 >= max_sessions:
             raise LimitExceeded("sessions", max_sessions)
-        session = self._insert(session_id, info)
-        created = Change(
-            session_id, ChangeKind.SESSION_CREATED, session.revision, info=info, origin=origin, cursor=self._cursor
-        )
-        self._record(created)
+        session, created = await self._insert(session_id, info, origin)
         return _state(session_id, session), created
 
     async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
+        await self._settled()  # children being created are then children
         if session_id not in self._sessions:
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
             doomed.extend(sorted(self._sessions[doomed_id].children or ()))
-        return self._removing(doomed, reason, origin)
+        return await self._removing(doomed, reason, origin)
 
     async def remove_all_sessions(self, origin: str = "", only: SessionFilter = EVERY_SESSION) -> list[Change]:
+        await self._settled()
         doomed = [sid for sid, s in self._sessions.items() if not is_global_list(sid) and only.matches(sid, s.info)]
-        removals = self._removing(doomed, RemovalReason.REMOVED, origin)
+        removals = await self._removing(doomed, RemovalReason.REMOVED, origin)
         self._sessions = dict(self._sessions)  # a dict never shrinks by deletion: give its table back
         return removals
 
-    def _removing(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
+    async def _removing(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
         """``_remove``, then the memory it let go of goes back to the system (once ``_remove``'s
         frame, which still holds the last session, is gone)."""
         held = self._lists_bytes + self._retained.bytes
-        removals = self._remove(session_ids, reason, origin)
+        removals = await self._remove(session_ids, reason, origin)
         give_back(held - self._lists_bytes - self._retained.bytes)
         return removals
 
-    def _remove(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
+    async def _remove(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
+        """Writes to the sessions fail at once; readers see them until the removal is durable."""
         if not session_ids:
             return []
         removals = []
         for sid in session_ids:
             session = self._sessions[sid]
+            latest = session.pending
             self._cursor += 1
             removals.append(
                 Change(
                     sid,
                     ChangeKind.SESSION_REMOVED,
-                    session.revision + 1,
-                    info=session.info,
+                    session.latest_revision + 1,
+                    info=session.info if latest is None or latest.info is None else latest.info,
                     origin=origin,
                     reason=reason,
                     cursor=self._cursor,
                 )
             )
         marks = [(change.session_id, change.revision + 1) for change in removals]
+        # Marks folded into the floor stay folded even if the removal fails: the floor only rises.
         forgotten = self._forget_marks(len(marks))
-        if self._journal is not None:
-            self._journal.remove_sessions(session_ids, marks, forgotten, self._removed_floor, self._cursor)
+        if self._journal is None:
+            self._apply_removal(removals, marks)
+            return removals
+
+        def done(error: BaseException | None) -> None:
+            for sid in session_ids:
+                del self._being_removed[sid]
+            if error is None:
+                self._apply_removal(removals, marks)
+            else:
+                self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
+
+        written = self._journal.remove_sessions(session_ids, marks, forgotten, self._removed_floor, self._cursor, done)
+        for sid in session_ids:
+            self._being_removed[sid] = written
+        await asyncio.shield(written)
+        return removals
+
+    def _apply_removal(self, removals: list[Change], marks: list[tuple[str, int]]) -> None:
+        session_ids = [removal.session_id for removal in removals]
         self._removed_marks.update(marks)
         for sid in session_ids:
             session = self._sessions.pop(sid)
@@ -257,7 +351,7 @@ class MemoryStore:
         self._purge_feed(set(session_ids))
         for removal in removals:
             self._record(removal)
-        return removals
+        self._durable_cursor = removals[-1].cursor
 
     def _purge_feed(self, gone: set[str]) -> None:
         """Let go of removed sessions' changes in the feed when they hold more than ``FEED_PURGE_BYTES``,
@@ -331,26 +425,47 @@ class MemoryStore:
         limits: Limits,
     ) -> Written:
         session = self._sessions.get(session_id)
-        if session is None:
+        if session is None or session_id in self._being_removed:
             raise SessionNotFound(session_id)
-        state = _state(session_id, session)
+        try:
+            return self._accept(session_id, session, mutation, expected_revision, request_id, origin, now, limits)
+        finally:
+            # Every answer, refusals included, rests on the session's accepted state: given once that is durable.
+            if session.pending is not None and session.written is not None:
+                await asyncio.shield(session.written)
+
+    def _accept(
+        self,
+        session_id: str,
+        session: _Session,
+        mutation: Mutation,
+        expected_revision: int | None,
+        request_id: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> Written:
+        """``write`` against the latest accepted state (never awaits, so it is atomic in the loop)."""
+        pending = session.pending
+        state = _state(session_id, session) if pending is None else _pending_state(session, pending)
         if request_id and (previous := self._find_request(session, request_id)) is not None:
             return Written(state, result=previous)
-        if expected_revision is not None and expected_revision != session.revision:
-            raise RevisionMismatch(session_id, expected_revision, session.revision)
-        applied = mutations.apply(session_id, session.todos, session.info, mutation, limits)
+        if expected_revision is not None and expected_revision != state.revision:
+            raise RevisionMismatch(session_id, expected_revision, state.revision)
+        applied = mutations.apply(session_id, state.todos, state.info, mutation, limits)
         if applied is None:
             return Written(state)
-        revision = session.revision + 1
+        revision = state.revision + 1
         info = replace(applied.info, updated_at=now)
         change = Change(session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin)
         result = None
         if isinstance(mutation, AddTodo):
             result = AddResult(applied.todos[applied.index], applied.index, revision, mutation.fingerprint)
         change = self._commit(session, change, (request_id, result) if request_id and result else None)
-        return Written(_state(session_id, session), change, result)
+        return Written(SessionState(session_id, revision, change.todos, info), change, result)
 
     def _commit(self, session: _Session, change: Change, request: tuple[str, AddResult] | None) -> Change:
+        """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
         size = list_bytes(change.todos)
         if size > session.size:
             if self._lists_bytes - session.size + size > self._budget.lists:
@@ -358,12 +473,38 @@ class MemoryStore:
             tenant_share = self._budget.per_tenant
             if tenant_share and self._tenant_bytes.get(session.tenant, 0) - session.size + size > tenant_share:
                 raise LimitExceeded("memory per tenant", tenant_share)
-        change = replace(change, cursor=self._cursor + 1)
+        self._cursor += 1
+        change = replace(change, cursor=self._cursor)
         change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
         now = self._clock()
-        if self._journal is not None:
-            self._journal.commit(change, request, self._request_floor(session, change.revision, now))
-        self._cursor = change.cursor
+        if self._journal is None:
+            self._apply(session, change, size, request, now)
+            return change
+        before = session.pending
+        if request is not None:
+            self._remember(session, *request, now)  # a retry of this AddTodo is answered once it is durable
+
+        def done(error: BaseException | None) -> None:
+            if error is None:
+                self._apply(session, change, size, None, now)
+            else:
+                self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
+                if request is not None:
+                    self._unremember(session, request[0])
+            if session.pending is change:  # else a later write is pending
+                undone = error is not None and before is not None and before.revision > session.revision
+                session.pending = before if undone else None
+
+        session.pending = change
+        floor = self._request_floor(session, change.revision, now)
+        session.written = self._journal.commit(change, request, floor, done)
+        return change
+
+    def _apply(
+        self, session: _Session, change: Change, size: int, request: tuple[str, AddResult] | None, now: float
+    ) -> None:
+        """Make a change visible (once durable): the session, its history, the feed."""
+        self._durable_cursor = change.cursor
         session.revision = change.revision
         session.todos = change.todos
         self._count_bytes(session, size - session.size)
@@ -381,7 +522,6 @@ class MemoryStore:
             self._remember(session, *request, now)
         self._forget_requests(session, now)
         self._schedule_expiry(change.session_id, session)
-        return change
 
     def _record(self, change: Change) -> None:
         """Append to the feed, then let go of the oldest retained changes beyond the count and
@@ -412,6 +552,10 @@ class MemoryStore:
             self._resize(session, -_request_bytes(previous[0]))
         session.requests[request_id] = (result, now)
         self._resize(session, _request_bytes(result))
+
+    def _unremember(self, session: _Session, request_id: str) -> None:
+        if session.requests is not None and (remembered := session.requests.pop(request_id, None)) is not None:
+            self._resize(session, -_request_bytes(remembered[0]))
 
     def _forget_requests(self, session: _Session, now: float) -> None:
         floor = self._request_floor(session, session.revision, now)
@@ -457,15 +601,15 @@ class MemoryStore:
         return None if remembered is None else remembered[0]
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
-        if cursor > self._cursor or cursor < self._feed_floor:
+        if cursor > self._durable_cursor or cursor < self._feed_floor:
             return None
-        missed = self._cursor - cursor
+        missed = self._durable_cursor - cursor
         if missed > len(self._feed):
             return None
         return list(self._feed)[len(self._feed) - missed :] if missed else []
 
     async def snapshot(self) -> tuple[int, list[SessionState]]:
-        return self._cursor, [_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
+        return self._durable_cursor, [_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
 
     def _schedule_expiry(self, session_id: str, session: _Session) -> None:
         """At most one pending expiry per session: a later deadline is found when the entry comes due."""
@@ -503,3 +647,8 @@ def _request_bytes(result: AddResult) -> int:
 
 def _state(session_id: str, session: _Session) -> SessionState:
     return SessionState(session_id, session.revision, session.todos, session.info)
+
+
+def _pending_state(session: _Session, pending: Change) -> SessionState:
+    """The state a write builds on while ``pending`` is still being made durable."""
+    return SessionState(pending.session_id, pending.revision, pending.todos, pending.info or session.info)

@@ -1,8 +1,17 @@
 """The default embedded store: the memory store written through to a SQLite journal.
 
-SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives
-the process being killed (``kill -9``); only an operating-system crash or power loss can
-drop the last transactions. Reads are served from memory.
+SQLite runs in WAL mode, and writes are group-committed (``group_commit.py``): the writes
+made while one transaction is being written share the next. The durability mode decides
+what an acknowledged write survives:
+
+- ``process``: ``synchronous=NORMAL``, each batch written in the event loop. A committed
+  transaction is in the OS's page cache: it survives the process being killed (``kill -9``),
+  not an operating-system crash or power loss, which can drop the last transactions.
+- ``fsync``: ``synchronous=FULL``, each batch written and fsynced in a worker thread (the loop
+  goes on accepting the next batch): it survives an OS crash and power loss too, as far as the
+  disk honours fsync.
+
+Reads are served from memory.
 
 One process owns the file (an exclusive ``flock`` held while it runs): two servers on one
 file would each serve their own copy and lose each other's writes. A write the file refuses
@@ -19,13 +28,16 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Literal
 
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
 from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todos
+from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
 from sessiontodo_server.todos import Change, SessionInfo, frozen
 
@@ -68,6 +80,12 @@ def _load_result(text: str) -> AddResult:
 
 log = logging.getLogger(__name__)
 
+Durability = Literal["process", "fsync"]
+_SYNCHRONOUS: dict[Durability, str] = {"process": "NORMAL", "fsync": "FULL"}
+
+_Record = Callable[[], None]
+"""One write's statements, run inside its batch's transaction."""
+
 PROBE_INTERVAL = 1.0
 """Seconds between probe writes while the file refuses writes."""
 
@@ -88,21 +106,33 @@ def _lock(path: Path) -> int:
 
 
 class SqliteJournal:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, durability: Durability = "process") -> None:
         self._path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(path)
         self._listener: Callable[[bool], Awaitable[None]] | None = None
         self._probe: asyncio.Task[None] | None = None
         try:
+            # check_same_thread=False: with fsync, batches are written by the journal's one worker thread.
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             with self._starting():
                 self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
                 self._db.executescript(_SCHEMA)
                 self._migrate()
         except BaseException:
             os.close(self._lock_fd)
+            raise
+        self._group = GroupCommit[_Record](self._write_batch, threaded=durability == "fsync", refused=self._refused)
+
+    def _write_batch(self, records: Sequence[_Record]) -> None:
+        """One transaction (and with ``fsync``, one fsync of the WAL) for the whole batch."""
+        try:
+            with self._transaction():  # commits on leaving
+                for record in records:
+                    record()
+        except sqlite3.Error:
+            self._rollback()
             raise
 
     @contextlib.contextmanager
@@ -113,24 +143,18 @@ class SqliteJournal:
         except (sqlite3.Error, ValueError) as error:  # ValueError: a row that is not our JSON
             raise StoreStartupError(f"sqlite file {self._path} cannot be used: {error}") from None
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One write transaction; an SQLite error is rolled back and refused (see ``_refused``)."""
-        try:
-            yield
-        except sqlite3.Error as error:
-            self._rollback()
-            raise self._refused(error) from None
-
     def _rollback(self) -> None:
         """After a failed write (a failed COMMIT leaves its transaction open)."""
         if self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
 
-    def _refused(self, error: sqlite3.Error) -> Unavailable:
-        """The file refused a write (disk full, read-only, I/O error): the store is unavailable
-        until a probe write succeeds; the caller gets UNAVAILABLE with the reason."""
+    def _refused(self, error: Exception) -> Exception:
+        """The file refused a batch (disk full, read-only, I/O error): the store is unavailable
+        until a probe write succeeds; the callers get UNAVAILABLE with the reason."""
+        if not isinstance(error, sqlite3.Error):
+            log.error("journal write failed", exc_info=error)
+            return error
         log.warning("sqlite file %s refused a write: %s", self._path, error)
         if self._probe is None or self._probe.done():
             self._probe = asyncio.get_running_loop().create_task(self._probe_until_writable(), name="sqlite probe")
@@ -145,9 +169,8 @@ class SqliteJournal:
         while True:
             await asyncio.sleep(PROBE_INTERVAL)
             try:
-                self._probe_write()
+                await self._group.run_alone(self._probe_write)  # never inside a batch's transaction
             except sqlite3.Error:
-                self._rollback()
                 continue
             log.info("sqlite file %s accepts writes again", self._path)
             if self._listener is not None:
@@ -156,9 +179,13 @@ class SqliteJournal:
 
     def _probe_write(self) -> None:
         """A write of some size (64 KiB) that leaves nothing behind."""
-        with self._transaction():
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('write_probe', zeroblob(65536))")
-            self._db.execute("DELETE FROM meta WHERE key = 'write_probe'")
+        try:
+            with self._transaction():
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('write_probe', zeroblob(65536))")
+                self._db.execute("DELETE FROM meta WHERE key = 'write_probe'")
+        except sqlite3.Error:
+            self._rollback()
+            raise
 
     def _migrate(self) -> None:
         present = {row[1] for row in self._db.execute("PRAGMA table_info(sessions)")}
@@ -209,72 +236,94 @@ class SqliteJournal:
             requests=requests,
         )
 
-    def create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
-        with self._writing(), self._transaction():
-            self._db.execute(
-                "INSERT INTO sessions"
-                " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
-                " VALUES (?, ?, ?, '[]', ?, ?, ?, ?)",
-                (
-                    session_id,
-                    info.parent_id,
-                    revision,
-                    encode_entries(info.labels),
-                    info.created_at,
-                    info.updated_at,
-                    info.idle_ttl,
-                ),
-            )
-            self._db.execute("DELETE FROM removed WHERE session_id = ?", (session_id,))
-            self._set_meta("feed_cursor", cursor)
+    def create_session(
+        self, session_id: str, revision: int, info: SessionInfo, cursor: int, done: Done
+    ) -> asyncio.Future[None]:
+        return self._group.submit(partial(self._create_session, session_id, revision, info, cursor), done)
 
-    def commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
+    def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
+        self._db.execute(
+            "INSERT INTO sessions"
+            " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
+            " VALUES (?, ?, ?, '[]', ?, ?, ?, ?)",
+            (
+                session_id,
+                info.parent_id,
+                revision,
+                encode_entries(info.labels),
+                info.created_at,
+                info.updated_at,
+                info.idle_ttl,
+            ),
+        )
+        self._db.execute("DELETE FROM removed WHERE session_id = ?", (session_id,))
+        self._set_meta("feed_cursor", cursor)
+
+    def commit(
+        self, change: Change, request: tuple[str, AddResult] | None, forget_before: int, done: Done
+    ) -> asyncio.Future[None]:
+        assert change.info is not None, "a committed change carries the session's metadata"
+        return self._group.submit(partial(self._commit, change, request, forget_before), done)
+
+    def _commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
         info = change.info
-        assert info is not None, "a committed change carries the session's metadata"
-        with self._writing(), self._transaction():
+        assert info is not None
+        self._db.execute(
+            "UPDATE sessions SET revision = ?, todos = ?, labels = ?, updated_at = ?, idle_ttl = ?"
+            " WHERE session_id = ?",
+            (
+                change.revision,
+                encode_todos(change.todos),
+                encode_entries(info.labels),
+                info.updated_at,
+                info.idle_ttl,
+                change.session_id,
+            ),
+        )
+        self._set_meta("feed_cursor", change.cursor)
+        if request is not None:
+            request_id, result = request
             self._db.execute(
-                "UPDATE sessions SET revision = ?, todos = ?, labels = ?, updated_at = ?, idle_ttl = ?"
-                " WHERE session_id = ?",
-                (
-                    change.revision,
-                    encode_todos(change.todos),
-                    encode_entries(info.labels),
-                    info.updated_at,
-                    info.idle_ttl,
-                    change.session_id,
-                ),
+                "INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)",
+                (change.session_id, request_id, change.revision, _dump_result(result)),
             )
-            self._set_meta("feed_cursor", change.cursor)
-            if request is not None:
-                request_id, result = request
-                self._db.execute(
-                    "INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)",
-                    (change.session_id, request_id, change.revision, _dump_result(result)),
-                )
-                self._db.execute(
-                    "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
-                )
+            self._db.execute(
+                "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
+            )
 
     def remove_sessions(
+        self,
+        session_ids: list[str],
+        marks: list[tuple[str, int]],
+        forgotten: list[str],
+        floor: int,
+        cursor: int,
+        done: Done,
+    ) -> asyncio.Future[None]:
+        record = partial(self._remove_sessions, session_ids, marks, forgotten, floor, cursor)
+        return self._group.submit(record, done)
+
+    def _remove_sessions(
         self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
     ) -> None:
-        with self._writing(), self._transaction():
-            for chunk in _chunks(session_ids, 500):
-                places = ",".join("?" * len(chunk))
-                self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
-                self._db.execute(f"DELETE FROM requests WHERE session_id IN ({places})", chunk)
-            for chunk in _chunks(forgotten, 500):
-                self._db.execute(f"DELETE FROM removed WHERE session_id IN ({','.join('?' * len(chunk))})", chunk)
-            self._db.executemany("INSERT OR REPLACE INTO removed VALUES (?, ?)", marks)
-            self._set_meta("removed_high_water", floor)
-            self._set_meta("feed_cursor", cursor)
+        for chunk in _chunks(session_ids, 500):
+            places = ",".join("?" * len(chunk))
+            self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
+            self._db.execute(f"DELETE FROM requests WHERE session_id IN ({places})", chunk)
+        for chunk in _chunks(forgotten, 500):
+            self._db.execute(f"DELETE FROM removed WHERE session_id IN ({','.join('?' * len(chunk))})", chunk)
+        self._db.executemany("INSERT OR REPLACE INTO removed VALUES (?, ?)", marks)
+        self._set_meta("removed_high_water", floor)
+        self._set_meta("feed_cursor", cursor)
 
     def _transaction(self) -> sqlite3.Connection:
         """``with`` on a connection in autocommit mode needs an explicit BEGIN."""
         self._db.execute("BEGIN")
         return self._db
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        await self._group.drain()
+        self._group.close()
         if self._probe is not None:
             self._probe.cancel()
         self._db.close()
@@ -289,6 +338,11 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
 
 
 def open_sqlite_store(
-    path: Path, history_limit: int, feed_history: int, budget: MemoryBudget = DEFAULT_MEMORY_BUDGET
+    path: Path,
+    history_limit: int,
+    feed_history: int,
+    budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
+    durability: Durability = "process",
 ) -> MemoryStore:
-    return MemoryStore(history_limit, journal=SqliteJournal(path), feed_history=feed_history, budget=budget)
+    journal = SqliteJournal(path, durability)
+    return MemoryStore(history_limit, journal=journal, feed_history=feed_history, budget=budget)
