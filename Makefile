@@ -23,11 +23,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,tracing,ctl,dev]'
 	touch $@
 
-protos/%_pb2.py: protos/%.proto $(VENV)/.installed
-	$(BIN)/python -m grpc_tools.protoc -Iprotos \
-		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
-		--python_out=protos --mypy_out=protos \
-		--grpc_python_out=protos --mypy_grpc_out=protos $<
+# The build hook the wheel uses, run as a script: one way to generate.
+$(GENERATED) &: $(PROTOS) hatch_build.py $(VENV)/.installed
+	$(BIN)/python hatch_build.py
 
 # The names in debian-packages.txt, without comments.
 DEBIAN_PACKAGES := $(shell sed -e 's/\#.*//' debian-packages.txt)

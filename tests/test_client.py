@@ -61,7 +61,7 @@ async def test_errors_carry_the_field_violations(client: TodoClient) -> None:
     assert raised.value.violations == [("todos[0].content", "must not be empty")]
 
 
-class LoseFirstReply(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class LoseFirstReply(grpc.aio.UnaryUnaryClientInterceptor):
     """The first call reaches the server, but its caller sees UNAVAILABLE (a reply lost on the way)."""
 
     def __init__(self) -> None:
