@@ -10,7 +10,8 @@ so a document must say how to get the venv's tools.
   prints (stdout and stderr), compared after normalising generated ids, revisions and times.
   A line ``...`` stands for any lines, ``…`` inside a line for any text. A command shown
   without output must succeed; one shown with output may fail (its output is the check).
-- ``python`` blocks: written to a file and run with the ``python`` on the session's PATH.
+- ``python`` blocks: written to a file and run with the ``python`` on the session's PATH, its
+  stdin and stdout pipes (as an editor runs an ACP agent).
 - Other blocks (``json``, ``js``, ``text``…) are not run.
 
 Two markers, an HTML comment on the line just before a block's opening fence:
@@ -161,7 +162,12 @@ class Session:
             env=env,
             text=True,
         )
-        self._send("set -m; ip link set lo up; __status=0")
+        ready = self.scratch / "ready"
+        self._send(f'set -m -o pipefail; ip link set lo up; __status=0; touch "{ready}"')
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while not ready.exists():  # from here on, /proc/PID/net shows the session's own namespace
+            assert time.monotonic() < deadline and self.process.poll() is None, "the namespaced bash did not start"
+            time.sleep(0.02)
 
     def _send(self, line: str) -> None:
         assert self.process.stdin is not None
@@ -182,8 +188,9 @@ class Session:
         script, output, status = (self.scratch / f"{self.count}.{suffix}" for suffix in ("sh", "out", "rc"))
         script.write_text(command.text + "\n")
         before = self.listening()
-        # `(exit $__status)` hands the previous command's status to this one (for `echo $?`).
-        run = f'(exit $__status); source "{script}" </dev/null >"{output}" 2>&1; __status=$?; echo $__status >"{status}"'
+        # `(exit $__status)` hands the previous command's status to this one (for `echo $?`);
+        # stdin is an empty pipe (not /dev/null, which asyncio cannot watch), as if nothing were typed.
+        run = f'(exit $__status); source "{script}" < <(:) >"{output}" 2>&1; __status=$?; echo $__status >"{status}"'
         self._send(f"{{ {run}; }} & disown" if command.background else run)
         deadline = time.monotonic() + (SERVER_START_TIMEOUT if command.background else COMMAND_TIMEOUT)
         while time.monotonic() < deadline:
@@ -217,7 +224,11 @@ def runnable(document: Path) -> list[Command]:
         elif block.language == "python":
             name = f"{scripts.name}-{block.line_number}.py"
             code = "\n".join(block.lines) + "\n"
-            commands.append(Command(f'cat > "$TMPDIR/{name}" <<\'PYTHON\'\n{code}PYTHON\npython "$TMPDIR/{name}"', where=where))
+            commands.append(
+                Command(
+                    f'cat > "$TMPDIR/{name}" <<\'PYTHON\'\n{code}PYTHON\npython "$TMPDIR/{name}" | cat', where=where
+                )
+            )
     return commands
 
 
