@@ -22,7 +22,9 @@ Two markers, an HTML comment on the line just before a block's opening fence:
 - ``<!-- doc-runner: skip -->``: never run (for what cannot run inside the suite, such as
   ``make test`` itself). Keep it rare.
 
-Nothing a document runs may leave files in the checkout.
+Nothing a document runs may leave files in the checkout. After an intended change of output,
+``SESSIONTODO_UPDATE_DOCS=1 make test ARGS=tests/test_docs.py`` writes what the commands printed
+into the documents in place of outputs that no longer match (then review the diff).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Command:
     expected: list[str] | None = None  # console output shown by the doc; None: not shown
     where: str = ""
     background: bool = False
+    output_lines: tuple[int, int] = (0, 0)  # where the shown output is in the document: [start, end)
 
 
 def blocks(markdown: str) -> list[Block]:
@@ -94,13 +97,16 @@ def shell_commands(block: Block, where: str) -> list[Command]:
     console = block.language == "console"
     commands: list[Command] = []
     pending: list[str] = []
-    for line in block.lines:
+    for offset, line in enumerate(block.lines):
         if pending:
             pending.append(line)
         elif console and line.startswith("$ "):
             pending = [line[2:]]
         elif console and commands:
+            if commands[-1].expected is None:
+                commands[-1].output_lines = (block.line_number + offset, block.line_number + offset)
             commands[-1].expected = [*(commands[-1].expected or []), line]
+            commands[-1].output_lines = (commands[-1].output_lines[0], block.line_number + offset + 1)
             continue
         elif not console and line.strip() and not line.lstrip().startswith("#"):
             pending = [line]
@@ -232,6 +238,16 @@ def runnable(document: Path) -> list[Command]:
     return commands
 
 
+def update(document: Path, replacements: list[tuple[tuple[int, int], str]]) -> None:
+    """Write what the commands printed over the outputs a document shows."""
+    lines = document.read_text().split("\n")
+    for (start, end), output in sorted(replacements, reverse=True):
+        blank_lines_after = end - start - len("\n".join(lines[start:end]).rstrip("\n").split("\n"))
+        printed = [line.rstrip() for line in output.strip("\n").split("\n")]
+        lines[start:end] = printed + [""] * blank_lines_after
+    document.write_text("\n".join(lines))
+
+
 def work_tree_files() -> set[str]:
     listed = subprocess.run(
         ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
@@ -255,6 +271,7 @@ def test_the_document_runs_as_written(document: Path, tmp_path: Path) -> None:
     before = work_tree_files()
     session = Session(tmp_path)
     failures: list[str] = []
+    replacements: list[tuple[tuple[int, int], str]] = []
     try:
         for command in runnable(document):
             status, output = session.run(command)
@@ -262,6 +279,7 @@ def test_the_document_runs_as_written(document: Path, tmp_path: Path) -> None:
                 assert status is None, f"{command.where}: the server ended (exit {status}):\n{output}"
             elif command.expected is not None:
                 if not output_pattern(command.expected).fullmatch(normalise(output) + "\n"):
+                    replacements.append((command.output_lines, output))
                     failures.append(
                         f"{command.where}: $ {command.text}\n--- documented\n"
                         + "\n".join(command.expected)
@@ -271,5 +289,7 @@ def test_the_document_runs_as_written(document: Path, tmp_path: Path) -> None:
                 failures.append(f"{command.where}: $ {command.text}\nexit {status}:\n{output}")
     finally:
         session.close()
+    if failures and os.environ.get("SESSIONTODO_UPDATE_DOCS") == "1":
+        update(document, replacements)
     assert not failures, "\n\n".join(failures)
     assert work_tree_files() <= before, f"left in the checkout: {sorted(work_tree_files() - before)}"
