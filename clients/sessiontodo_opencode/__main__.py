@@ -43,11 +43,11 @@ async def serve(settings: Settings) -> None:
     async with TodoClient.connect(settings.sessiontodo_address, security=security) as client:
         running = await start_sidecar(settings, client)
         log.info("serving OpenCode on %s for sessiontodo at %s", running.url, settings.sessiontodo_address)
-        await check_sessiontodo(settings.sessiontodo_address)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        await check_sessiontodo(settings.sessiontodo_address)  # a signal meanwhile stops right after it
         await stop.wait()
         await running.stop()
 
