@@ -220,7 +220,6 @@ class Session:
 def runnable(document: Path) -> list[Command]:
     """Every command of a document, in order; Python blocks become ``python FILE`` commands."""
     commands: list[Command] = []
-    scripts = document.with_suffix("")  # only a name to derive each block's file name from
     for block in blocks(document.read_text()):
         where = f"{document.relative_to(ROOT)}:{block.line_number}"
         if block.marker == "skip":
@@ -228,7 +227,7 @@ def runnable(document: Path) -> list[Command]:
         if block.language in SHELL_LANGUAGES or block.language == "console":
             commands += shell_commands(block, where)
         elif block.language == "python":
-            name = f"{scripts.name}-{block.line_number}.py"
+            name = f"{document.stem}-{block.line_number}.py"
             code = "\n".join(block.lines) + "\n"
             commands.append(
                 Command(
