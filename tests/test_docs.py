@@ -129,6 +129,7 @@ VARYING = [
     (re.compile(r"(?i)\b(revision|revisions) \d+"), r"\1 N"),
     (re.compile(r", not \d+"), ", not N"),
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?"), "TIME"),
+    (re.compile(r"\b1\d{12}\b"), "TIME"),  # milliseconds since 1970 (OpenCode's times)
 ]
 
 
