@@ -122,7 +122,7 @@ def test_the_wheel_installs_into_a_fresh_venv_with_every_module_and_command_work
 
 
 @pytest.mark.timeout(600)
-def test_the_lowest_declared_versions_pass_the_fast_tests(tmp_path: Path) -> None:
+def test_the_lowest_declared_versions_pass_the_fast_tests(built: tuple[Path, Path], tmp_path: Path) -> None:
     python = fresh_venv(tmp_path / "venv")
     extras = [f"--extra={extra}" for extra in (*RUNTIME_EXTRAS.split(","), "dev")]
     run(
@@ -139,7 +139,9 @@ def test_the_lowest_declared_versions_pass_the_fast_tests(tmp_path: Path) -> Non
         cwd=ROOT,
     )
 
-    # The checkout's source roots, also for the server processes some tests start.
+    # The project's metadata (its version is read at run time) from the wheel; its code from the
+    # checkout's source roots, which come first, also for the server processes some tests start.
+    run(UV, "pip", "install", "--quiet", "--python", python, "--no-deps", built[1], cwd=ROOT)
     source_roots = os.pathsep.join(str(ROOT / root) for root in ("protos", "server", "clients"))
     run(
         python,
