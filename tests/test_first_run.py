@@ -55,8 +55,9 @@ def test_help_names_the_environment_variable_of_every_flag(module: str) -> None:
 def test_help_explains_each_limit() -> None:
     help_text = " ".join(run("sessiontodo_server", "--help").stdout.split())
 
+    options = help_text.split("options:", 1)[1]
     for flag in ("--max-session-id-length", "--max-todos-per-session", "--max-sessions", "--max-watchers"):
-        explained = help_text.split(flag, 2)[2].split("--", 1)[0]  # after the usage line's mention
+        explained = options.split(f" {flag} int ", 1)[1].split(" --", 1)[0]
         assert "INVALID_ARGUMENT" in explained or "RESOURCE_EXHAUSTED" in explained, explained
 
 
