@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup run opencode test lint proto-release bench clean
+.PHONY: setup debian-packages run opencode test lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -23,18 +23,30 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,tracing,ctl,dev]'
 	touch $@
 
-protos/%_pb2.py: protos/%.proto $(VENV)/.installed
-	$(BIN)/python -m grpc_tools.protoc -Iprotos \
-		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
-		--python_out=protos --mypy_out=protos \
-		--grpc_python_out=protos --mypy_grpc_out=protos $<
+# The build hook the wheel uses, run as a script: one way to generate.
+$(GENERATED) &: $(PROTOS) hatch_build.py $(VENV)/.installed
+	$(BIN)/python hatch_build.py
+
+# The names in debian-packages.txt, without comments.
+DEBIAN_PACKAGES := $(shell sed -e 's/\#.*//' debian-packages.txt)
+
+## debian-packages: install the missing Debian packages of debian-packages.txt (as root), else name them and stop
+debian-packages:
+	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' "$$package" 2>/dev/null | grep -qx 'install ok installed' || echo "$$package"; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -ne 0 ]; then echo "missing Debian packages, install them as root: apt-get install" $$missing >&2; exit 1; fi; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 $(NODE_DEPS): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## run: serve on 127.0.0.1:50051 with the embedded sqlite store (ARGS="--store memory://" to override)
-run: setup
+run: debian-packages setup
 	$(BIN)/python -m sessiontodo_server $(ARGS)
 
 SESSIONTODO_ADDRESS ?= 127.0.0.1:50051
@@ -44,13 +56,11 @@ opencode: setup
 	$(BIN)/python -m sessiontodo_opencode --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
 
 ## test: run the whole suite
-test: setup $(NODE_DEPS)
+test: debian-packages setup $(NODE_DEPS)
 	$(BIN)/python -m pytest $(ARGS)
 
-## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes)
-bench: setup
-	command -v h2load >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y nghttp2-client || { apt-get update -qq && apt-get install -y nghttp2-client; }; }
-	command -v etcd >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y etcd-server || { apt-get update -qq && apt-get install -y etcd-server; }; }
+## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes, written to a temporary folder)
+bench: debian-packages setup
 	$(BIN)/python bench/run.py $(ARGS)
 
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.

@@ -6,7 +6,8 @@ on the others. Absolute numbers drift on shared machines, so each figure is comp
 baseline measured in the same run, interleaved, and the targets are on the ratios.
 
     python bench/run.py               # the full run (a few minutes)
-    python bench/run.py --quick       # tiny sizes, well under a minute (also: BENCH_QUICK=1)
+    python bench/run.py --quick       # tiny sizes, well under a minute (also: BENCH_QUICK=1);
+                                      # written to a fresh temporary folder, never over bench/results/
     python bench/run.py --out DIR     # write the results somewhere else
 """
 
@@ -349,14 +350,19 @@ def write_results(out: Path, rows: list[Row], plotted: dict[str, object], sizes:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Benchmark sessiontodo against a bare grpc.aio echo server.")
     parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
-    parser.add_argument("--out", type=Path, default=BENCH / "results")
+    parser.add_argument("--out", type=Path, help="default: bench/results/ (quick runs: a new temporary folder)")
     arguments = parser.parse_args()
     require_h2load()
     sizes = QUICK if arguments.quick else FULL
+    # Quick figures are not figures to quote: they never overwrite the committed results.
+    out = arguments.out or (
+        Path(tempfile.mkdtemp(prefix="sessiontodo-bench-quick-")) if arguments.quick else BENCH / "results"
+    )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sessiontodo-bench-") as scratch:
         rows, plotted = asyncio.run(measure(sizes, Path(scratch)))
-    print(write_results(arguments.out, rows, plotted, sizes, time.monotonic() - started))
+    print(write_results(out, rows, plotted, sizes, time.monotonic() - started))
+    print(f"\nwritten to {out}/", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient
+from sessiontodo_server.app import RunningServer
 from support import ServerProcess, free_port
 
 
@@ -56,3 +59,28 @@ async def test_errors_carry_the_field_violations(client: TodoClient) -> None:
     with pytest.raises(InvalidArgument) as raised:
         await client.replace_todos("", [Todo(content="")])
     assert raised.value.violations == [("todos[0].content", "must not be empty")]
+
+
+class LoseFirstReply(grpc.aio.UnaryUnaryClientInterceptor):
+    """The first call reaches the server, but its caller sees UNAVAILABLE (a reply lost on the way)."""
+
+    def __init__(self) -> None:
+        self.lost = 0
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        call = await continuation(details, request)
+        await call
+        if self.lost:
+            return call
+        self.lost += 1
+        raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata())
+
+
+async def test_a_retried_create_session_without_an_id_creates_one_session(server: RunningServer) -> None:
+    interceptor = LoseFirstReply()
+    channel = grpc.aio.insecure_channel(server.address, interceptors=[interceptor])
+    async with TodoClient(channel, retry=RetryPolicy(maximum=0.1)) as client:
+        session, _ = await client.create_session()
+
+        assert interceptor.lost == 1
+        assert [s.session_id for s in await client.list_sessions()] == [session.session_id]

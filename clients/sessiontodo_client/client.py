@@ -231,6 +231,10 @@ def feed_event_from_pb(message: pb.WatchChangesResponse) -> FeedEvent:
     return FeedEvent(**_event_fields(message), cursor=message.cursor)
 
 
+KEEPALIVE_TIME_MS = 30_000
+"""How often an idle connection is pinged: well above the 10 s sessiontodo servers accept."""
+
+
 class TodoClient:
     """Every rpc of ``TodoService`` with typed arguments and results."""
 
@@ -256,7 +260,7 @@ class TodoClient:
         so a long-lived client that outlived a server restart could wait minutes otherwise.
         """
         options = [
-            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.initial_reconnect_backoff_ms", int(retry.initial * 1000)),
             ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),

@@ -7,11 +7,35 @@ import logging
 import signal
 import sys
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode.settings import Settings
-from sessiontodo_opencode.sidecar import start_sidecar
+from sessiontodo_opencode.sidecar import ListenError, start_sidecar
 
 log = logging.getLogger("sessiontodo_opencode")
+
+
+HEALTH_CHECK_TIMEOUT = 5.0
+
+
+async def check_sessiontodo(address: str) -> None:
+    """Say at start-up when sessiontodo does not answer, rather than with 503s later."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        request = health_pb2.HealthCheckRequest(service="sessiontodo.v1.TodoService")
+        try:
+            response = await health_pb2_grpc.HealthStub(channel).Check(request, timeout=HEALTH_CHECK_TIMEOUT)
+        except grpc.aio.AioRpcError as error:
+            log.error(
+                "sessiontodo at %s is unreachable (%s): requests fail with 503 until it answers"
+                " (--sessiontodo-address / SESSIONTODO_OPENCODE_SESSIONTODO_ADDRESS)",
+                address,
+                error.code().name,
+            )
+            return
+    if response.status != health_pb2.HealthCheckResponse.SERVING:
+        log.warning("sessiontodo at %s is not serving yet", address)
 
 
 async def serve(settings: Settings) -> None:
@@ -23,6 +47,7 @@ async def serve(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        await check_sessiontodo(settings.sessiontodo_address)  # a signal meanwhile stops right after it
         await stop.wait()
         await running.stop()
 
@@ -36,6 +61,9 @@ def main() -> None:
         asyncio.run(serve(settings))
     except (OSError, ValueError) as error:  # the CA, certificate or token files
         sys.exit(f"sessiontodo-opencode: {error}")
+    except ListenError as error:
+        print(f"sessiontodo-opencode: {error}; set another with --port / SESSIONTODO_OPENCODE_PORT", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,8 @@ class MirrorSettings(BaseSettings, ServiceConnection):
     )
     sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
+
+
+# --help shows each flag's environment variable.
+for _name, _field in Settings.model_fields.items():
+    _field.description = f"{_field.description or ''} [env SESSIONTODO_OPENCODE_{_name.upper()}]".lstrip()

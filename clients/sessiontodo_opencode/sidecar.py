@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -17,6 +19,10 @@ from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.guard import HttpGuard
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
+
+
+class ListenError(Exception):
+    """The sidecar cannot listen on its address: taken, not an address of this host, or not permitted."""
 
 
 class _Server(uvicorn.Server):
@@ -48,6 +54,14 @@ class RunningSidecar:
 
 async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
+    if settings.port:
+        # Probe first: uvicorn reports a taken port only with a log line and SystemExit.
+        try:
+            with socket.create_server((settings.host, settings.port)):
+                pass
+        except OSError as error:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            raise ListenError(f"cannot listen on {settings.host}:{settings.port}: {reason}") from error
     bridge = TodoBridge(
         client,
         directory=settings.directory,

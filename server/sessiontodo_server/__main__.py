@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from sessiontodo_server.app import StartupError, start_server
+from sessiontodo_server.app import ListenError, StartupError, start_server
 from sessiontodo_server.event_loop import loop_factory
 from sessiontodo_server.logs import configure_logging
 from sessiontodo_server.settings import Settings
@@ -35,6 +35,9 @@ def main() -> None:
     except (StoreStartupError, StartupError) as error:
         logging.getLogger("sessiontodo_server").critical("%s", error)
         sys.exit(1)
+    except ListenError as error:
+        print(f"sessiontodo-server: {error}; set another with --port / SESSIONTODO_PORT", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

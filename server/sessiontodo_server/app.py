@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,6 +109,33 @@ _FOREVER = 2**31 - 1  # INT_MAX: what gRPC core takes as "never"
 
 def _ms(seconds: float) -> int:
     return min(int(seconds * 1000), _FOREVER)
+
+
+class ListenError(Exception):
+    """The server cannot listen on its address: taken, not an address of this host, or not permitted."""
+
+
+def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.ServerCredentials | None) -> int:
+    """Bind the port, failing with one clear sentence (gRPC's own error says only to turn on its debug logs)."""
+    address = f"{settings.host}:{settings.port}"
+    if settings.port and not settings.reuse_port:
+        # Probe first, as gRPC binds (SO_REUSEADDR): a taken port fails here without gRPC's log noise.
+        try:
+            with socket.create_server((settings.host, settings.port)):
+                pass
+        except OSError as error:
+            raise ListenError(
+                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}"
+            ) from error
+    try:
+        port: int = (
+            server.add_secure_port(address, credentials)
+            if credentials is not None
+            else server.add_insecure_port(address)
+        )
+    except RuntimeError as error:
+        raise ListenError(f"cannot listen on {address}") from error
+    return port
 
 
 class _ReflectionPool:
@@ -294,11 +323,8 @@ async def _serve(
     if settings.reflection:
         services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(services, server, pool=_ReflectionPool(descriptor_pool.Default()))
-    address = f"{settings.host}:{settings.port}"
-    if security.tls is not None:
-        port = server.add_secure_port(address, security.tls.credentials)
-    else:
-        port = server.add_insecure_port(address)
+    credentials = security.tls.credentials if security.tls is not None else None
+    port = _listen(server, settings, credentials)
     metrics_port = None
     if metrics is not None and settings.metrics_port is not None:
         metrics.initialize(descriptor_pool.Default().FindServiceByName(SERVICE_NAME))

@@ -105,15 +105,33 @@ class Settings(BaseSettings):
         10, gt=0, description="Clients pinging more often than this are disconnected (GOAWAY too_many_pings)."
     )
 
-    max_session_id_length: int = Field(128, ge=1, le=1024)
-    max_todo_id_length: int = Field(128, ge=1, le=1024)
-    max_content_length: int = Field(4096, ge=1, le=65536)
-    max_todos_per_session: int = Field(1000, ge=1, le=10_000)
-    max_list_bytes: int = Field(
-        1 << 20, ge=1024, le=3 << 20, description="Text bytes per list; keeps messages under 4 MiB."
+    # Limits: a call beyond one fails (INVALID_ARGUMENT or RESOURCE_EXHAUSTED) and changes nothing.
+    max_session_id_length: int = Field(
+        128, ge=1, le=1024, description="Longest session id in characters; longer is INVALID_ARGUMENT."
     )
-    max_sessions: int = Field(100_000, ge=1)
-    max_watchers: int = Field(20_000, ge=1, description="Open WatchTodos and WatchChanges streams, together.")
+    max_todo_id_length: int = Field(
+        128, ge=1, le=1024, description="Longest todo id in characters; longer is INVALID_ARGUMENT."
+    )
+    max_content_length: int = Field(
+        4096, ge=1, le=65536, description="Longest todo content in characters; longer is INVALID_ARGUMENT."
+    )
+    max_todos_per_session: int = Field(
+        1000, ge=1, le=10_000, description="Most todos in one list; more is RESOURCE_EXHAUSTED."
+    )
+    max_list_bytes: int = Field(
+        1 << 20,
+        ge=1024,
+        le=3 << 20,
+        description="Most text bytes in one list, keeping messages under gRPC's 4 MiB; more is RESOURCE_EXHAUSTED.",
+    )
+    max_sessions: int = Field(
+        100_000, ge=1, description="Most sessions (across replicas); a new one beyond is RESOURCE_EXHAUSTED."
+    )
+    max_watchers: int = Field(
+        20_000,
+        ge=1,
+        description="Most open WatchTodos and WatchChanges streams here, together; one more is RESOURCE_EXHAUSTED.",
+    )
     max_sessions_per_tenant: int = Field(0, ge=0, description="Sessions one tenant may hold; 0: up to --max-sessions.")
     max_watchers_per_tenant: int = Field(0, ge=0, description="Streams one tenant may open; 0: up to --max-watchers.")
     memory_per_tenant: int = Field(
@@ -172,3 +190,8 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a name other than localhost may resolve to anything
+
+
+# --help shows each flag's environment variable.
+for _name, _field in Settings.model_fields.items():
+    _field.description = f"{_field.description or ''} [env SESSIONTODO_{_name.upper()}]".lstrip()
