@@ -34,8 +34,6 @@ TITLE = "title"
 DIRECTORY = "directory"
 PROJECT = "project"
 SLUG = "slug"
-SESSION_LABELS = (TITLE, DIRECTORY, PROJECT, SLUG)
-"""The session labels that hold OpenCode's session fields."""
 
 
 def todo_from_service(todo: service.Todo) -> Todo:

@@ -55,9 +55,6 @@ class GroupCommit(Generic[Record]):
         self._writer: asyncio.Task[None] | None = None
         """The task writing batches in the thread, while there are any."""
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="journal") if threaded else None
-        self.batches = 0
-        self.records = 0
-        """Totals, for the mean batch size under load."""
 
     def submit(self, record: Record, done: Done) -> asyncio.Future[None]:
         """Queue ``record``; the future completes once it is durable (or fails with the batch's error)."""
@@ -105,8 +102,6 @@ class GroupCommit(Generic[Record]):
             self._writer = None
 
     def _written(self, batch: list[_Pending[Record]]) -> None:
-        self.batches += 1
-        self.records += len(batch)
         for pending in batch:
             _finish(pending, None)
 
