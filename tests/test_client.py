@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
+from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from support import ServerProcess, free_port
@@ -84,3 +86,39 @@ async def test_a_retried_create_session_without_an_id_creates_one_session(server
 
         assert interceptor.lost == 1
         assert [s.session_id for s in await client.list_sessions()] == [session.session_id]
+
+
+async def test_watches_skip_change_kinds_a_newer_server_adds() -> None:
+    """proto3 enums are open: a kind this client does not know is skipped, never a crash."""
+    unknown_kind = 99
+
+    async def watch_todos(request: pb.WatchTodosRequest, context: object) -> AsyncIterator[pb.WatchTodosResponse]:
+        yield pb.WatchTodosResponse(kind=unknown_kind, revision=1, session_id=request.session_id)  # type: ignore[arg-type]
+        yield pb.WatchTodosResponse(kind=pb.CHANGE_KIND_SESSION_REMOVED, revision=2, session_id=request.session_id)
+
+    async def watch_changes(request: pb.WatchChangesRequest, context: object) -> AsyncIterator[pb.WatchChangesResponse]:
+        yield pb.WatchChangesResponse(kind=unknown_kind, session_id="s", cursor="e.1")  # type: ignore[arg-type]
+        yield pb.WatchChangesResponse(kind=pb.CHANGE_KIND_SESSION_CREATED, session_id="s", cursor="e.2")
+
+    handlers = {
+        "WatchTodos": grpc.unary_stream_rpc_method_handler(
+            watch_todos, pb.WatchTodosRequest.FromString, pb.WatchTodosResponse.SerializeToString
+        ),
+        "WatchChanges": grpc.unary_stream_rpc_method_handler(
+            watch_changes, pb.WatchChangesRequest.FromString, pb.WatchChangesResponse.SerializeToString
+        ),
+    }
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sessiontodo.v1.TodoService", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with TodoClient.connect(f"127.0.0.1:{port}") as client:
+            watched = [event.kind async for event in client.watch("s")]
+            feed = client.watch_changes()
+            first = await anext(feed)
+            await feed.aclose()
+        assert watched == [ChangeKind.SESSION_REMOVED]
+        assert (first.kind, first.cursor) == (ChangeKind.SESSION_CREATED, "e.2")
+    finally:
+        await server.stop(0)

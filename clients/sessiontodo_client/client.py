@@ -469,6 +469,8 @@ class TodoClient:
             try:
                 async for message in call:
                     attempt = 0
+                    if message.kind not in _KIND_FROM_PB:
+                        continue  # a newer server's kind: the next change carries the whole list again
                     event = event_from_pb(message)
                     if event.kind is not ChangeKind.PROGRESS:
                         after_revision = event.revision
@@ -518,6 +520,9 @@ class TodoClient:
                     yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
                 async for message in call:
                     attempt = 0
+                    if message.kind not in _KIND_FROM_PB:  # a newer server's kind: skipped, its cursor kept
+                        cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
+                        continue
                     event = feed_event_from_pb(message)
                     starts = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET)
                     in_snapshot = starts or (in_snapshot and not event.cursor)
