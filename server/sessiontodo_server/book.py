@@ -28,7 +28,7 @@ from sessiontodo_server.errors import (
     Unavailable,
 )
 from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.observer import BookObserver, NoObserver
+from sessiontodo_server.observer import BookObserver, NoObserver, ResetReason
 from sessiontodo_server.stores.base import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.todos import (
     NO_ENTRIES,
@@ -202,13 +202,10 @@ class TodoBook:
         labels: Mapping[str, str] = NO_ENTRIES,
         tenant: str | None = None,
     ) -> tuple[list[SessionState], str]:
-        violations = [("page_size", "must not be negative")] if page_size < 0 else []
-        if parent_id:
-            violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
-        violations += ops.label_violations(labels, self._limits)
-        if violations:
-            raise InvalidArgument(violations)
         only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
+        violations = [("page_size", "must not be negative")] if page_size < 0 else []
+        if violations := violations + self._filter_violations(only, ""):
+            raise InvalidArgument(violations)
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
         return sessions, (_page_token(sessions[-1].session_id, only) if len(sessions) == limit else "")
@@ -245,6 +242,13 @@ class TodoBook:
             else:
                 found.append(state)
         return found, missing
+
+    def _filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
+        """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
+        violations = self._ids_violations(sorted(only.session_ids), f"{prefix}session_ids")
+        if only.parent_id:
+            violations += ops.session_id_violations(only.parent_id, self._limits, f"{prefix}parent_id")
+        return violations + ops.label_violations(only.labels, self._limits, f"{prefix}labels")
 
     def _ids_violations(self, session_ids: Sequence[str], field: str) -> list[tuple[str, str]]:
         return [
@@ -421,11 +425,7 @@ class TodoBook:
     ) -> AsyncGenerator[FeedMessage, None]:
         """Every matching session's changes, as documented on ``WatchChanges`` in the proto."""
         resume = self._parse_cursor(after_cursor)
-        violations = self._ids_violations(sorted(only.session_ids), "filter.session_ids")
-        if only.parent_id:
-            violations += ops.session_id_violations(only.parent_id, self._limits, "filter.parent_id")
-        violations += ops.label_violations(only.labels, self._limits, "filter.labels")
-        if violations:
+        if violations := self._filter_violations(only, "filter."):
             raise InvalidArgument(violations)
         subscription = self._hub.subscribe_feed(only)  # before reading: nothing slips between
         try:
@@ -437,11 +437,8 @@ class TodoBook:
                         yield FeedMessage(change, self._cursor(change.cursor))
                     last = change.cursor
             elif resume is not None or include_snapshot:
-                if resume is not None:
-                    self._observer.watch_reset("history")
-                    yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
                 last = 0
-                async for message in self._feed_snapshot(only):
+                async for message in self._feed_snapshot(only, reset="history" if resume is not None else None):
                     yield message
                     last = message.change.cursor
             else:
@@ -467,14 +464,18 @@ class TodoBook:
                     yield FeedMessage(change, self._cursor(change.cursor))
                     last = change.cursor
             if lagged:
-                self._observer.watch_reset("lagged")
-                yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
-                async for message in self._feed_snapshot(only):
+                async for message in self._feed_snapshot(only, reset="lagged"):
                     yield message
                     last = message.change.cursor
 
-    async def _feed_snapshot(self, only: SessionFilter) -> AsyncGenerator[FeedMessage, None]:
-        """One SNAPSHOT per matching session, then the PROGRESS bookmark carrying the snapshot's cursor."""
+    async def _feed_snapshot(
+        self, only: SessionFilter, reset: ResetReason | None = None
+    ) -> AsyncGenerator[FeedMessage, None]:
+        """One SNAPSHOT per matching session, then the PROGRESS bookmark carrying the snapshot's cursor;
+        after a RESET marker when the snapshot replaces what the feed held (``reset`` says why)."""
+        if reset:
+            self._observer.watch_reset(reset)
+            yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
         cursor, states = await self._store.snapshot()
         for state in states:
             if only.matches(state.session_id, state.info):
