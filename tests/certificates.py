@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,3 +106,12 @@ class CertificateAuthority:
 
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name)
+
+
+def auth_toml(*tokens: tuple[str, str, str], name: str = "") -> str:
+    """An auth file for ``(token, tenant, role)`` entries; only the hashes are written."""
+    return "".join(
+        f'[[token]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\ntenant = "{tenant}"\n'
+        f'role = "{role}"\n' + (f'name = "{name}-{role}"\n' if name else "")
+        for token, tenant, role in tokens
+    )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from certificates import CertificateAuthority, Issued
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer, start_server
 from sessiontodo_server.settings import Settings
@@ -43,3 +45,14 @@ async def server(start: Callable[..., Any]) -> RunningServer:
 async def client(server: RunningServer) -> AsyncIterator[TodoClient]:
     async with TodoClient.connect(server.address) as client:
         yield client
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> CertificateAuthority:
+    """A certificate authority of the test's own, for TLS tests."""
+    return CertificateAuthority(tmp_path)
+
+
+@pytest.fixture
+def server_cert(ca: CertificateAuthority) -> Issued:
+    return ca.issue("127.0.0.1", server=True)

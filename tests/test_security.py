@@ -7,7 +7,6 @@ test with the ``cryptography`` package; the servers are the ones production star
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import SecretStr
 
-from certificates import CertificateAuthority, Issued
+from certificates import CertificateAuthority, Issued, auth_toml
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_client import (
     ChangeKind,
@@ -45,25 +44,6 @@ TOKENS = {
     "writer": ("write-token-0123456789", "acme", "writer"),
     "admin": ("admin-token-0123456789", "acme", "admin"),
 }
-
-
-def auth_toml(*tokens: tuple[str, str, str], name: str = "") -> str:
-    """An auth file for ``(token, tenant, role)`` entries; only the hashes are written."""
-    return "".join(
-        f'[[token]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\ntenant = "{tenant}"\n'
-        f'role = "{role}"\n' + (f'name = "{name}-{role}"\n' if name else "")
-        for token, tenant, role in tokens
-    )
-
-
-@pytest.fixture
-def ca(tmp_path: Path) -> CertificateAuthority:
-    return CertificateAuthority(tmp_path)
-
-
-@pytest.fixture
-def server_cert(ca: CertificateAuthority) -> Issued:
-    return ca.issue("127.0.0.1", server=True)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from certificates import CertificateAuthority, Issued
+from certificates import CertificateAuthority, Issued, auth_toml
 from support import ROOT, ServerProcess, run_node_suite
 from test_grpcurl import GRPCURL
 from test_node_grpc import GOOGLEAPIS_PROTO_DIR
@@ -26,24 +25,9 @@ EXIT_UNAUTHENTICATED, EXIT_PERMISSION_DENIED = 64 + 16, 64 + 7
 
 
 @pytest.fixture
-def ca(tmp_path: Path) -> CertificateAuthority:
-    return CertificateAuthority(tmp_path)
-
-
-@pytest.fixture
-def server_cert(ca: CertificateAuthority) -> Issued:
-    return ca.issue("127.0.0.1", server=True)
-
-
-@pytest.fixture
 def auth_file(tmp_path: Path) -> Path:
     path = tmp_path / "auth.toml"
-    path.write_text(
-        "".join(
-            f'[[token]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\ntenant = "acme"\nrole = "{role}"\n'
-            for token, role in ((WRITER, "writer"), (READER, "reader"))
-        )
-    )
+    path.write_text(auth_toml((WRITER, "acme", "writer"), (READER, "acme", "reader")))
     return path
 
 
