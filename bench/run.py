@@ -28,6 +28,7 @@ from typing import Any
 
 import grpc
 
+from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
 from loadgen import require_h2load
 from memory import (
@@ -82,6 +83,8 @@ class Sizes:
     churn_cycles: int
     replica_samples: int
     big_list_writes: int
+    big_list_rounds: int
+    big_list_samples: int
     opencode_sessions: int
     opencode_samples: int
 
@@ -106,6 +109,8 @@ FULL = Sizes(
     churn_cycles=3,
     replica_samples=300,
     big_list_writes=200,
+    big_list_rounds=3,
+    big_list_samples=200,
     opencode_sessions=10_000,
     opencode_samples=300,
 )
@@ -129,6 +134,8 @@ QUICK = Sizes(
     churn_cycles=1,
     replica_samples=20,
     big_list_writes=10,
+    big_list_rounds=1,
+    big_list_samples=20,
     opencode_sessions=200,
     opencode_samples=20,
 )
@@ -203,6 +210,22 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         "p50_ms": [isolation.p50_ms(n) for n in isolation.sessions],
         "p99_ms": [isolation.p99_ms(n) for n in isolation.sessions],
     }
+
+    progress("figure 12: reads of a small session while a 1 MB list is edited, memory / sqlite / sqlite-fsync")
+    big_list_servers = [
+        ServerProcess.sessiontodo("memory", "memory://", cpus.server, scratch),
+        ServerProcess.sessiontodo("sqlite", f"sqlite:///{scratch}/big.db", cpus.server, scratch),
+        ServerProcess.sessiontodo(
+            "sqlite-fsync", f"sqlite:///{scratch}/big-fsync.db", cpus.server, scratch, "--durability", "fsync"
+        ),
+    ]
+    big_list_targets = await _started(big_list_servers)
+    try:
+        big_lists = await measure_big_list_isolation(big_list_targets, sizes.big_list_rounds, sizes.big_list_samples)
+    finally:
+        await _stopped(big_list_targets)
+    figures[12] = big_list_isolation_rows(big_lists)
+    plotted["big_list_isolation"] = asdict(big_lists)
 
     progress("figure 4: memory per session, per watcher, and after churn")
     per_session, per_watcher = await per_session_and_watcher(

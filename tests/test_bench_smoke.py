@@ -28,6 +28,7 @@ FIGURES = (
     "9. vs etcd",
     "10. durability",
     "11. event loop",
+    "12. big lists",
 )
 UNTARGETED = {"9. vs etcd", "11. event loop"}
 """Figures reported as ratios without a target."""

@@ -11,7 +11,9 @@ what an acknowledged write survives:
   goes on accepting the next batch): it survives an OS crash and power loss too, as far as the
   disk honours fsync.
 
-Reads are served from memory.
+Reads are served from memory. Each todo is a row of its own, its list order kept as links
+(``next_id``): a write stores what it changed — one row for an added, updated or removed todo —
+never the whole list again, so a big list costs other sessions nothing while it is edited.
 
 One process owns the file (an exclusive ``flock`` held while it runs): two servers on one
 file would each serve their own copy and lose each other's writes. A write the file refuses
@@ -36,19 +38,26 @@ from typing import Literal
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
-from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todos
+from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos, todo_from_fields
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
-from sessiontodo_server.todos import Change, SessionInfo, frozen
+from sessiontodo_server.todos import Change, ChangeKind, SessionInfo, Todo, frozen
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
     parent_id TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    todos TEXT NOT NULL
+    revision INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS todos (
+    session_id TEXT NOT NULL,
+    todo_id TEXT NOT NULL,
+    next_id TEXT,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, todo_id)
+);
+CREATE INDEX IF NOT EXISTS todos_by_next ON todos (session_id, next_id);
 CREATE TABLE IF NOT EXISTS requests (
     session_id TEXT NOT NULL,
     request_id TEXT NOT NULL,
@@ -67,6 +76,8 @@ _SESSION_COLUMNS = {
     "idle_ttl": "REAL NOT NULL DEFAULT 0",
 }
 """Added in 0.2; ALTER TABLE brings a 0.1 file up to date."""
+
+_INSERT_TODO = "INSERT INTO todos VALUES (?, ?, ?, ?)"
 
 
 def _dump_result(result: AddResult) -> str:
@@ -195,6 +206,10 @@ class SqliteJournal:
         # 0.1 kept the global list under the empty id.
         self._db.execute("UPDATE sessions SET session_id = ? WHERE session_id = ''", (GLOBAL_SESSION_ID,))
         self._db.execute("UPDATE requests SET session_id = ? WHERE session_id = ''", (GLOBAL_SESSION_ID,))
+        if "todos" in present:  # until 0.2 a list was one JSON column, rewritten on every write
+            for session_id, todos in self._db.execute("SELECT session_id, todos FROM sessions").fetchall():
+                self._insert_list(session_id, decode_todos(todos))
+            self._db.execute("ALTER TABLE sessions DROP COLUMN todos")
 
     def _meta(self, key: str) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -214,10 +229,11 @@ class SqliteJournal:
         if epoch is None:
             epoch = int.from_bytes(os.urandom(6))
             self._set_meta("feed_epoch", epoch)
+        lists = self._load_lists()
         sessions = [
-            (sid, revision, decode_todos(todos), SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl))
-            for sid, parent, revision, todos, labels, created, updated, ttl in self._db.execute(
-                "SELECT session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl FROM sessions"
+            (sid, revision, lists.get(sid, ()), SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl))
+            for sid, parent, revision, labels, created, updated, ttl in self._db.execute(
+                "SELECT session_id, parent_id, revision, labels, created_at, updated_at, idle_ttl FROM sessions"
             )
         ]
         requests = [
@@ -236,6 +252,15 @@ class SqliteJournal:
             requests=requests,
         )
 
+    def _load_lists(self) -> dict[str, tuple[Todo, ...]]:
+        """Every non-empty list, in order: each one's rows followed from the one no row links to."""
+        links: dict[str, dict[str, tuple[str | None, str]]] = {}
+        for session_id, todo_id, next_id, body in self._db.execute(
+            "SELECT session_id, todo_id, next_id, body FROM todos"
+        ):
+            links.setdefault(session_id, {})[todo_id] = (next_id, body)
+        return {session_id: _follow(session_id, rows) for session_id, rows in links.items()}
+
     def create_session(
         self, session_id: str, revision: int, info: SessionInfo, cursor: int, done: Done
     ) -> asyncio.Future[None]:
@@ -243,9 +268,8 @@ class SqliteJournal:
 
     def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
         self._db.execute(
-            "INSERT INTO sessions"
-            " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
-            " VALUES (?, ?, ?, '[]', ?, ?, ?, ?)",
+            "INSERT INTO sessions (session_id, parent_id, revision, labels, created_at, updated_at, idle_ttl)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 info.parent_id,
@@ -269,17 +293,10 @@ class SqliteJournal:
         info = change.info
         assert info is not None
         self._db.execute(
-            "UPDATE sessions SET revision = ?, todos = ?, labels = ?, updated_at = ?, idle_ttl = ?"
-            " WHERE session_id = ?",
-            (
-                change.revision,
-                encode_todos(change.todos),
-                encode_entries(info.labels),
-                info.updated_at,
-                info.idle_ttl,
-                change.session_id,
-            ),
+            "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ? WHERE session_id = ?",
+            (change.revision, encode_entries(info.labels), info.updated_at, info.idle_ttl, change.session_id),
         )
+        self._write_list_change(change)
         self._set_meta("feed_cursor", change.cursor)
         if request is not None:
             request_id, result = request
@@ -290,6 +307,48 @@ class SqliteJournal:
             self._db.execute(
                 "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
             )
+
+    def _write_list_change(self, change: Change) -> None:
+        """The rows ``change`` touched: every row for a new list, one (and a link) for one todo."""
+        session_id, todo_id, todos = change.session_id, change.todo_id, change.todos
+        match change.kind:
+            case ChangeKind.TODOS_REPLACED:
+                self._db.execute("DELETE FROM todos WHERE session_id = ?", (session_id,))
+                self._insert_list(session_id, todos)
+            case ChangeKind.TODO_ADDED:
+                index = _index(todos, todo_id)
+                following = todos[index + 1].id if index + 1 < len(todos) else None
+                self._db.execute(_INSERT_TODO, (session_id, todo_id, following, encode_todo(todos[index])))
+                if index:
+                    self._db.execute(
+                        "UPDATE todos SET next_id = ? WHERE session_id = ? AND todo_id = ?",
+                        (todo_id, session_id, todos[index - 1].id),
+                    )
+            case ChangeKind.TODO_UPDATED:
+                self._db.execute(
+                    "UPDATE todos SET body = ? WHERE session_id = ? AND todo_id = ?",
+                    (encode_todo(todos[_index(todos, todo_id)]), session_id, todo_id),
+                )
+            case ChangeKind.TODO_REMOVED:
+                self._db.execute(
+                    "UPDATE todos SET next_id = (SELECT next_id FROM todos WHERE session_id = ?1 AND todo_id = ?2)"
+                    " WHERE session_id = ?1 AND next_id = ?2",
+                    (session_id, todo_id),
+                )
+                self._db.execute("DELETE FROM todos WHERE session_id = ? AND todo_id = ?", (session_id, todo_id))
+            case ChangeKind.SESSION_UPDATED:
+                pass  # the list is unchanged
+            case _:
+                raise AssertionError(f"{change.kind} is not a committed write")
+
+    def _insert_list(self, session_id: str, todos: Sequence[Todo]) -> None:
+        if not todos:
+            return
+        following = [todo.id for todo in todos[1:]] + [None]
+        self._db.executemany(
+            _INSERT_TODO,
+            ((session_id, todo.id, next_id, encode_todo(todo)) for todo, next_id in zip(todos, following, strict=True)),
+        )
 
     def remove_sessions(
         self,
@@ -309,6 +368,7 @@ class SqliteJournal:
         for chunk in _chunks(session_ids, 500):
             places = ",".join("?" * len(chunk))
             self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
+            self._db.execute(f"DELETE FROM todos WHERE session_id IN ({places})", chunk)
             self._db.execute(f"DELETE FROM requests WHERE session_id IN ({places})", chunk)
         for chunk in _chunks(forgotten, 500):
             self._db.execute(f"DELETE FROM removed WHERE session_id IN ({','.join('?' * len(chunk))})", chunk)
@@ -330,6 +390,32 @@ class SqliteJournal:
         if self._lock_fd >= 0:  # after SQLite let go of the file; closing twice is harmless
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+
+def _index(todos: Sequence[Todo], todo_id: str) -> int:
+    """Where ``todo_id`` is in ``todos`` (a change's own todo: always there)."""
+    if todos[-1].id == todo_id:  # appended: the common add
+        return len(todos) - 1
+    return next(index for index, todo in enumerate(todos) if todo.id == todo_id)
+
+
+def _follow(session_id: str, rows: dict[str, tuple[str | None, str]]) -> tuple[Todo, ...]:
+    """A list from its rows (todo id -> (next todo id, body)); anything but one chain through
+    every row is a damaged file (a ValueError: one line at start-up)."""
+    damaged = ValueError(f"the todos of session {session_id!r} are not one list")
+    heads = rows.keys() - {next_id for next_id, _ in rows.values()}
+    if len(heads) != 1:
+        raise damaged
+    todo_id: str | None = heads.pop()
+    todos: list[Todo] = []
+    while todo_id is not None:
+        if todo_id not in rows or len(todos) == len(rows):
+            raise damaged
+        todo_id, body = rows[todo_id]
+        todos.append(todo_from_fields(json.loads(body)))
+    if len(todos) != len(rows):
+        raise damaged
+    return tuple(todos)
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
