@@ -38,7 +38,7 @@ from typing import Literal
 from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
-from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos, todo_from_fields
+from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
 from sessiontodo_server.todos import Change, ChangeKind, SessionInfo, Todo, frozen
@@ -407,15 +407,15 @@ def _follow(session_id: str, rows: dict[str, tuple[str | None, str]]) -> tuple[T
     if len(heads) != 1:
         raise damaged
     todo_id: str | None = heads.pop()
-    todos: list[Todo] = []
+    bodies: list[str] = []
     while todo_id is not None:
-        if todo_id not in rows or len(todos) == len(rows):
+        if todo_id not in rows or len(bodies) == len(rows):
             raise damaged
         todo_id, body = rows[todo_id]
-        todos.append(todo_from_fields(json.loads(body)))
-    if len(todos) != len(rows):
+        bodies.append(body)
+    if len(bodies) != len(rows):
         raise damaged
-    return tuple(todos)
+    return decode_todos(f"[{','.join(bodies)}]")  # one JSON parse per list, not per todo
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
