@@ -56,7 +56,12 @@ class GatedJournal:
         return self._group.submit(("create", session_id), done)
 
     def commit(
-        self, change: Change, request: tuple[str, AddResult] | None, forget_before: int, done: Done
+        self,
+        change: Change,
+        before: tuple[Todo, ...],
+        request: tuple[str, AddResult] | None,
+        forget_before: int,
+        done: Done,
     ) -> asyncio.Future[None]:
         return self._group.submit(("commit", change.revision), done)
 

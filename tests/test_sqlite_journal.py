@@ -1,8 +1,10 @@
-"""The sqlite journal keeps one row per todo: a write stores what it changed, whatever the size of
-the list, and every kind of write comes back from the file in the right order."""
+"""The sqlite journal: a small list is one column, a big one a row per todo, so a write on a big
+list stores what it changed; every kind of write, in and across both forms, comes back from the
+file in the right order."""
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -10,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from sessiontodo_server.budget import list_bytes
 from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, StoreStartupError
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
+from sessiontodo_server.stores.sqlite import ONE_ROW_BYTES, Durability, open_sqlite_store
 from sessiontodo_server.todos import Limits, SessionInfo, Todo, TodoPriority, TodoStatus
 
 LIMITS = Limits()
@@ -57,9 +60,12 @@ async def test_every_kind_of_write_comes_back_from_the_file_in_order(reopen: Reo
         await store.create_session(session_id, SessionInfo(), 10, "test")
     numbers = iter(range(1_000_000))
 
-    def fresh() -> Todo:
+    def fresh() -> Todo:  # long enough now and then for a list to grow past one column and back
         n = next(numbers)
-        return Todo(f"t{n}", f"todo {n} " + "é" * chance.randrange(3), metadata={"k": str(n)} if n % 3 else {})
+        text = f"todo {n} " + "é" * chance.choice([0, 1, 2, 4000])
+        return Todo(f"t{n}", text, metadata={"k": str(n)} if n % 3 else {})
+
+    crossings = 0
 
     for step in range(600):
         session_id = chance.choice(sessions)
@@ -79,11 +85,13 @@ async def test_every_kind_of_write_comes_back_from_the_file_in_order(reopen: Reo
         else:
             mutation = UpdateSession({"step": str(step)})
         await write(store, session_id, mutation)
+        after = (await store.get(session_id)).todos  # type: ignore[union-attr]
+        crossings += (list_bytes(todos) > ONE_ROW_BYTES) != (list_bytes(after) > ONE_ROW_BYTES)
         if step % 150 == 149:  # now and then, the file must give back exactly what memory holds
             before = await lists(store, [*sessions, GLOBAL_SESSION_ID])
             store = await reopen()
             assert await lists(store, [*sessions, GLOBAL_SESSION_ID]) == before
-    assert sum(len(todos) for _, todos in (await lists(store, sessions)).values()) > 20
+    assert crossings > 5, "the lists should have moved between the two forms"
 
 
 async def test_a_one_todo_write_on_a_big_list_stores_that_todo_not_the_list(reopen: Reopen) -> None:
@@ -121,6 +129,8 @@ def _legacy_file(path: Path) -> None:
         INSERT INTO sessions VALUES ('empty', 's', 1, '[]');
         """
     )
+    big = json.dumps([[f"b{n}", "x" * 1000, "pending", "medium"] for n in range(100)])
+    db.execute("INSERT INTO sessions VALUES ('big', '', 1, ?)", (big,))
     db.commit()
     db.close()
 
@@ -139,6 +149,7 @@ async def test_a_file_from_before_todo_rows_is_migrated(tmp_path: Path) -> None:
         assert [t.content for t in (await store.get(GLOBAL_SESSION_ID)).todos] == ["global"]  # type: ignore[union-attr]
         assert (await store.get("empty")).todos == ()  # type: ignore[union-attr]
         await write(store, "s", AddTodo(Todo("c", "third"), 1, True))
+        await write(store, "big", RemoveTodo("b50"))  # a one-todo write, now on the big list's rows
     finally:
         await store.close()
 
@@ -146,17 +157,19 @@ async def test_a_file_from_before_todo_rows_is_migrated(tmp_path: Path) -> None:
     await store.open()
     try:
         assert [t.id for t in (await store.get("s")).todos] == ["a", "c", "b"]  # type: ignore[union-attr]
+        big_ids = [t.id for t in (await store.get("big")).todos]  # type: ignore[union-attr]
+        assert big_ids == [f"b{n}" for n in range(100) if n != 50]
     finally:
         await store.close()
-    columns = {row[1] for row in sqlite3.connect(tmp_path / "todos.db").execute("PRAGMA table_info(sessions)")}
-    assert "todos" not in columns
+    with sqlite3.connect(tmp_path / "todos.db") as db:
+        assert db.execute("SELECT count(*) FROM todos WHERE session_id = 'big'").fetchone() == (99,)
 
 
 async def test_a_broken_list_in_the_file_is_one_line_naming_it(tmp_path: Path) -> None:
     store = open_sqlite_store(tmp_path / "todos.db", 4, 16)
     await store.open()
     await store.create_session("s", SessionInfo(), 10, "test")
-    await write(store, "s", ReplaceTodos(tuple(Todo(f"t{n}", "x") for n in range(3))))
+    await write(store, "s", ReplaceTodos(tuple(Todo(f"t{n}", "x" * 1000) for n in range(30))))  # in rows
     await store.close()
     with sqlite3.connect(tmp_path / "todos.db") as db:
         db.execute("DELETE FROM todos WHERE todo_id = 't1'")  # t0 now links to a row that is gone

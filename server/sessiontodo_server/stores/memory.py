@@ -117,9 +117,15 @@ class Journal(Protocol):
     ) -> asyncio.Future[None]: ...
 
     def commit(
-        self, change: Change, request: tuple[str, AddResult] | None, forget_before: int, done: Done
+        self,
+        change: Change,
+        before: tuple[Todo, ...],
+        request: tuple[str, AddResult] | None,
+        forget_before: int,
+        done: Done,
     ) -> asyncio.Future[None]:
-        """Persist the list and metadata after ``change``; drop remembered requests older than ``forget_before``."""
+        """Persist the list and metadata after ``change`` (``before``: the list it changed, so only
+        the difference need be written); drop remembered requests older than ``forget_before``."""
 
     def remove_sessions(
         self,
@@ -461,10 +467,16 @@ class MemoryStore:
         result = None
         if isinstance(mutation, AddTodo):
             result = AddResult(applied.todos[applied.index], applied.index, revision, mutation.fingerprint)
-        change = self._commit(session, change, (request_id, result) if request_id and result else None)
+        change = self._commit(session, change, state.todos, (request_id, result) if request_id and result else None)
         return Written(SessionState(session_id, revision, change.todos, info), change, result)
 
-    def _commit(self, session: _Session, change: Change, request: tuple[str, AddResult] | None) -> Change:
+    def _commit(
+        self,
+        session: _Session,
+        change: Change,
+        todos_before: tuple[Todo, ...],
+        request: tuple[str, AddResult] | None,
+    ) -> Change:
         """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
         size = list_bytes(change.todos)
         if size > session.size:
@@ -497,7 +509,7 @@ class MemoryStore:
 
         session.pending = change
         floor = self._request_floor(session, change.revision, now)
-        session.written = self._journal.commit(change, request, floor, done)
+        session.written = self._journal.commit(change, todos_before, request, floor, done)
         return change
 
     def _apply(

@@ -11,9 +11,11 @@ what an acknowledged write survives:
   goes on accepting the next batch): it survives an OS crash and power loss too, as far as the
   disk honours fsync.
 
-Reads are served from memory. Each todo is a row of its own, its list order kept as links
-(``next_id``): a write stores what it changed — one row for an added, updated or removed todo —
-never the whole list again, so a big list costs other sessions nothing while it is edited.
+Reads are served from memory. A list up to ``ONE_ROW_BYTES`` is one JSON column of its session's
+row, the cheapest form to rewrite whole, which is what most writes do (an agent's plan update
+replaces its list). A bigger list is a row per todo, its order kept as links (``next_id``), so a
+write on it stores what it changed — one todo and at most one link — and editing a big list
+never makes everyone else wait while a megabyte is encoded and written.
 
 One process owns the file (an exclusive ``flock`` held while it runs): two servers on one
 file would each serve their own copy and lose each other's writes. A write the file refuses
@@ -35,7 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget, list_bytes
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
 from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos
@@ -48,7 +50,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
     parent_id TEXT NOT NULL,
-    revision INTEGER NOT NULL
+    revision INTEGER NOT NULL,
+    todos TEXT NOT NULL  -- the list when it fits ONE_ROW_BYTES, else '[]' and the list is in todos
 );
 CREATE TABLE IF NOT EXISTS todos (
     session_id TEXT NOT NULL,
@@ -56,8 +59,7 @@ CREATE TABLE IF NOT EXISTS todos (
     next_id TEXT,
     body TEXT NOT NULL,
     PRIMARY KEY (session_id, todo_id)
-);
-CREATE INDEX IF NOT EXISTS todos_by_next ON todos (session_id, next_id);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS requests (
     session_id TEXT NOT NULL,
     request_id TEXT NOT NULL,
@@ -77,7 +79,19 @@ _SESSION_COLUMNS = {
 }
 """Added in 0.2; ALTER TABLE brings a 0.1 file up to date."""
 
-_INSERT_TODO = "INSERT INTO todos VALUES (?, ?, ?, ?)"
+_PUT_TODO = (
+    "INSERT INTO todos VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (session_id, todo_id) DO UPDATE SET next_id = excluded.next_id, body = excluded.body"
+)
+_LINK = "UPDATE todos SET next_id = ? WHERE session_id = ? AND todo_id = ?"
+
+ONE_ROW_BYTES = 16 * 1024
+"""Lists up to this size (as the memory budget counts them) are one column; bigger ones a row per todo."""
+
+
+def _in_rows(todos: Sequence[Todo]) -> bool:
+    """The form a list is stored in follows from its size alone (``_load`` makes older files agree)."""
+    return list_bytes(todos) > ONE_ROW_BYTES
 
 
 def _dump_result(result: AddResult) -> str:
@@ -206,10 +220,6 @@ class SqliteJournal:
         # 0.1 kept the global list under the empty id.
         self._db.execute("UPDATE sessions SET session_id = ? WHERE session_id = ''", (GLOBAL_SESSION_ID,))
         self._db.execute("UPDATE requests SET session_id = ? WHERE session_id = ''", (GLOBAL_SESSION_ID,))
-        if "todos" in present:  # until 0.2 a list was one JSON column, rewritten on every write
-            for session_id, todos in self._db.execute("SELECT session_id, todos FROM sessions").fetchall():
-                self._insert_list(session_id, decode_todos(todos))
-            self._db.execute("ALTER TABLE sessions DROP COLUMN todos")
 
     def _meta(self, key: str) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -229,13 +239,25 @@ class SqliteJournal:
         if epoch is None:
             epoch = int.from_bytes(os.urandom(6))
             self._set_meta("feed_epoch", epoch)
-        lists = self._load_lists()
+        in_rows = self._load_lists()
         sessions = [
-            (sid, revision, lists.get(sid, ()), SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl))
-            for sid, parent, revision, labels, created, updated, ttl in self._db.execute(
-                "SELECT session_id, parent_id, revision, labels, created_at, updated_at, idle_ttl FROM sessions"
+            (
+                sid,
+                revision,
+                in_rows.get(sid) or decode_todos(todos),
+                SessionInfo(parent, frozen(json.loads(labels)), created, updated, ttl),
+            )
+            for sid, parent, revision, todos, labels, created, updated, ttl in self._db.execute(
+                "SELECT session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl FROM sessions"
             )
         ]
+        misplaced = [(sid, todos) for sid, _, todos, _ in sessions if _in_rows(todos) != (sid in in_rows)]
+        if misplaced:  # big lists written before lists had rows
+            with self._transaction():
+                for session_id, todos in misplaced:
+                    self._db.execute("DELETE FROM todos WHERE session_id = ?", (session_id,))
+                    self._db.execute("UPDATE sessions SET todos = '[]' WHERE session_id = ?", (session_id,))
+                    self._store_list(session_id, todos, ())
         requests = [
             (sid, rid, _load_result(result))
             for sid, rid, result in self._db.execute(
@@ -253,7 +275,7 @@ class SqliteJournal:
         )
 
     def _load_lists(self) -> dict[str, tuple[Todo, ...]]:
-        """Every non-empty list, in order: each one's rows followed from the one no row links to."""
+        """Every list kept in rows, in order: each one's rows followed from the one no row links to."""
         links: dict[str, dict[str, tuple[str | None, str]]] = {}
         for session_id, todo_id, next_id, body in self._db.execute(
             "SELECT session_id, todo_id, next_id, body FROM todos"
@@ -268,8 +290,9 @@ class SqliteJournal:
 
     def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
         self._db.execute(
-            "INSERT INTO sessions (session_id, parent_id, revision, labels, created_at, updated_at, idle_ttl)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO sessions"
+            " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
+            " VALUES (?, ?, ?, '[]', ?, ?, ?, ?)",
             (
                 session_id,
                 info.parent_id,
@@ -284,19 +307,27 @@ class SqliteJournal:
         self._set_meta("feed_cursor", cursor)
 
     def commit(
-        self, change: Change, request: tuple[str, AddResult] | None, forget_before: int, done: Done
+        self,
+        change: Change,
+        before: tuple[Todo, ...],
+        request: tuple[str, AddResult] | None,
+        forget_before: int,
+        done: Done,
     ) -> asyncio.Future[None]:
         assert change.info is not None, "a committed change carries the session's metadata"
-        return self._group.submit(partial(self._commit, change, request, forget_before), done)
+        return self._group.submit(partial(self._commit, change, before, request, forget_before), done)
 
-    def _commit(self, change: Change, request: tuple[str, AddResult] | None, forget_before: int) -> None:
+    def _commit(
+        self, change: Change, before: tuple[Todo, ...], request: tuple[str, AddResult] | None, forget_before: int
+    ) -> None:
         info = change.info
         assert info is not None
         self._db.execute(
             "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ? WHERE session_id = ?",
             (change.revision, encode_entries(info.labels), info.updated_at, info.idle_ttl, change.session_id),
         )
-        self._write_list_change(change)
+        if change.kind is not ChangeKind.SESSION_UPDATED:  # else the list is unchanged
+            self._store_list(change.session_id, change.todos, before, change)
         self._set_meta("feed_cursor", change.cursor)
         if request is not None:
             request_id, result = request
@@ -308,47 +339,52 @@ class SqliteJournal:
                 "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
             )
 
-    def _write_list_change(self, change: Change) -> None:
-        """The rows ``change`` touched: every row for a new list, one (and a link) for one todo."""
-        session_id, todo_id, todos = change.session_id, change.todo_id, change.todos
-        match change.kind:
-            case ChangeKind.TODOS_REPLACED:
+    def _store_list(
+        self, session_id: str, todos: Sequence[Todo], before: Sequence[Todo], change: Change | None = None
+    ) -> None:
+        """Store ``todos``, which replaced ``before`` (by ``change``, when it is a one-todo write):
+        as one column, or as the rows that differ, in the form its size calls for."""
+        if not _in_rows(todos):
+            self._db.execute("UPDATE sessions SET todos = ? WHERE session_id = ?", (encode_todos(todos), session_id))
+            if _in_rows(before):
                 self._db.execute("DELETE FROM todos WHERE session_id = ?", (session_id,))
-                self._insert_list(session_id, todos)
-            case ChangeKind.TODO_ADDED:
-                index = _index(todos, todo_id)
-                following = todos[index + 1].id if index + 1 < len(todos) else None
-                self._db.execute(_INSERT_TODO, (session_id, todo_id, following, encode_todo(todos[index])))
-                if index:
-                    self._db.execute(
-                        "UPDATE todos SET next_id = ? WHERE session_id = ? AND todo_id = ?",
-                        (todo_id, session_id, todos[index - 1].id),
-                    )
-            case ChangeKind.TODO_UPDATED:
-                self._db.execute(
-                    "UPDATE todos SET body = ? WHERE session_id = ? AND todo_id = ?",
-                    (encode_todo(todos[_index(todos, todo_id)]), session_id, todo_id),
-                )
-            case ChangeKind.TODO_REMOVED:
-                self._db.execute(
-                    "UPDATE todos SET next_id = (SELECT next_id FROM todos WHERE session_id = ?1 AND todo_id = ?2)"
-                    " WHERE session_id = ?1 AND next_id = ?2",
-                    (session_id, todo_id),
-                )
-                self._db.execute("DELETE FROM todos WHERE session_id = ? AND todo_id = ?", (session_id, todo_id))
-            case ChangeKind.SESSION_UPDATED:
-                pass  # the list is unchanged
-            case _:
-                raise AssertionError(f"{change.kind} is not a committed write")
+        elif not _in_rows(before):
+            self._db.execute("UPDATE sessions SET todos = '[]' WHERE session_id = ?", (session_id,))
+            self._write_difference(session_id, (), todos)
+        elif change is not None and change.kind is not ChangeKind.TODOS_REPLACED:
+            self._write_one_todo(change, before)
+        else:
+            self._write_difference(session_id, before, todos)
 
-    def _insert_list(self, session_id: str, todos: Sequence[Todo]) -> None:
-        if not todos:
+    def _write_one_todo(self, change: Change, before: Sequence[Todo]) -> None:
+        """An added, updated or removed todo of a list in rows: that row, and at most one link."""
+        session_id, todo_id, todos = change.session_id, change.todo_id, change.todos
+        if change.kind is ChangeKind.TODO_REMOVED:
+            index = _index(before, todo_id)
+            if index:
+                following = before[index + 1].id if index + 1 < len(before) else None
+                self._db.execute(_LINK, (following, session_id, before[index - 1].id))
+            self._db.execute("DELETE FROM todos WHERE session_id = ? AND todo_id = ?", (session_id, todo_id))
             return
-        following = [todo.id for todo in todos[1:]] + [None]
+        index = _index(todos, todo_id)
+        following = todos[index + 1].id if index + 1 < len(todos) else None
+        self._db.execute(_PUT_TODO, (session_id, todo_id, following, encode_todo(todos[index])))
+        if index and change.kind is ChangeKind.TODO_ADDED:
+            self._db.execute(_LINK, (todo_id, session_id, todos[index - 1].id))
+
+    def _write_difference(self, session_id: str, before: Sequence[Todo], after: Sequence[Todo]) -> None:
+        """Rows for ``after`` where ``before`` had none or another todo or link; gone rows deleted."""
+        was = {todo.id: (todo, following) for todo, following in _linked(before)}
         self._db.executemany(
-            _INSERT_TODO,
-            ((session_id, todo.id, next_id, encode_todo(todo)) for todo, next_id in zip(todos, following, strict=True)),
+            _PUT_TODO,
+            (
+                (session_id, todo.id, following, encode_todo(todo))
+                for todo, following in _linked(after)
+                if was.get(todo.id) != (todo, following)
+            ),
         )
+        gone = was.keys() - {todo.id for todo in after}
+        self._db.executemany("DELETE FROM todos WHERE session_id = ? AND todo_id = ?", ((session_id, i) for i in gone))
 
     def remove_sessions(
         self,
@@ -397,6 +433,11 @@ def _index(todos: Sequence[Todo], todo_id: str) -> int:
     if todos[-1].id == todo_id:  # appended: the common add
         return len(todos) - 1
     return next(index for index, todo in enumerate(todos) if todo.id == todo_id)
+
+
+def _linked(todos: Sequence[Todo]) -> Iterable[tuple[Todo, str | None]]:
+    """Each todo with the id of the one after it (None for the last)."""
+    return zip(todos, [*(todo.id for todo in todos[1:]), None] if todos else [], strict=True)
 
 
 def _follow(session_id: str, rows: dict[str, tuple[str | None, str]]) -> tuple[Todo, ...]:
