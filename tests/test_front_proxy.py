@@ -161,6 +161,9 @@ async def test_unary_calls_and_errors_with_their_details_pass_through(front: Fro
         replaced = await todos.replace_todos(session.session_id, [Todo(content="one"), Todo(content="two")])
         listed = await todos.get_todos(session.session_id)
         assert listed == replaced and [todo.content for todo in listed.todos] == ["one", "two"]
+        big = [f"{index:04} " + "x" * 990 for index in range(1000)]  # ~1 MB each way, past every buffer
+        await todos.replace_todos(session.session_id, [Todo(content=content) for content in big])
+        assert [todo.content for todo in (await todos.get_todos(session.session_id)).todos] == big
         with pytest.raises(NotFound) as raised:  # its ErrorInfo travels in grpc-status-details-bin
             await todos.get_todos("missing")
         assert raised.value.reason == "SESSION_NOT_FOUND"
