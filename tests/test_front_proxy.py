@@ -25,7 +25,7 @@ from support import ROOT, ServerProcess, free_port, wait_until_serving
 CONFIG = ROOT / "docs" / "front" / "haproxy.cfg"
 CREATE_SESSION = "/sessiontodo.v1.TodoService/CreateSession"
 IDLE = 2
-"""The front's idle timeout here, in seconds; the server sends PROGRESS every PROGRESS seconds."""
+"""The front's idle timeout here (seconds): longer than the server's PROGRESS interval."""
 PROGRESS = 0.5
 
 
@@ -55,12 +55,21 @@ class Front:
     def __enter__(self) -> Front:
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(self._argv, env=self._env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_until_serving(self) -> None:
+        """Until a health check passes through it (or haproxy exits, with its log)."""
+        assert self._process is not None
         deadline = time.monotonic() + 30
-        while True:  # serving once a health check passes through it
+        while True:
             assert self._process.poll() is None, f"haproxy exited:\n{self._log.read_text()}"
             try:
-                wait_until_serving(self.address, timeout=1)
-                return self
+                return wait_until_serving(self.address, timeout=1)
             except grpc.RpcError:
                 if time.monotonic() > deadline:
                     raise
