@@ -160,7 +160,10 @@ class Session:
 
     def __post_init__(self) -> None:
         path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != VENV_BIN)
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        # A reader's shell: not this venv, and not the make running this suite (its MAKEFLAGS would
+        # hand `make test ARGS=...`'s ARGS to the documents' own make commands).
+        outer = ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+        env = {k: v for k, v in os.environ.items() if k not in outer}
         env.update(PATH=path, TMPDIR=str(self.scratch))
         self.process = subprocess.Popen(
             ["unshare", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "bash", "--norc"],

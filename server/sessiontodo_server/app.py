@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import grpc
 from google.protobuf import descriptor, descriptor_pool
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import descriptors
@@ -33,7 +33,7 @@ from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
 from sessiontodo_server.tls import ReloadableTls, TlsError, TlsFiles
-from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_todo_service
+from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_health_service, add_todo_service
 from sessiontodo_server.watch import WatchHub
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ async def _serve(
     )
     add_todo_service(server, TodoServicer(book), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    add_health_service(server, health_servicer, settings.request_timeout)
     if settings.reflection:
         services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(services, server, pool=_ReflectionPool(descriptor_pool.Default()))

@@ -17,7 +17,9 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
@@ -412,19 +414,35 @@ def add_todo_service(
     server: grpc.aio.Server, servicer: object, request_timeout: float = wire.DEFAULT_REQUEST_TIMEOUT
 ) -> None:
     """Register every rpc of the service on ``servicer``'s methods of the same names (the
-    bench's echo baseline registers the same way), each behind the wire guard (a request
-    message that does not arrive within ``request_timeout`` seconds or does not parse ends
-    the call); the streams send bytes already encoded."""
-    service = pb.DESCRIPTOR.services_by_name["TodoService"]
+    bench's echo baseline registers the same way); the streams send bytes already encoded."""
+    _add_guarded(server, pb.DESCRIPTOR.services_by_name["TodoService"], servicer, request_timeout, encoded=True)
+
+
+def add_health_service(
+    server: grpc.aio.Server, servicer: object, request_timeout: float = wire.DEFAULT_REQUEST_TIMEOUT
+) -> None:
+    """grpc.health.v1 behind the same guard (its generated registration waits for a request
+    message forever)."""
+    _add_guarded(server, health_pb2.DESCRIPTOR.services_by_name["Health"], servicer, request_timeout, encoded=False)
+
+
+def _add_guarded(
+    server: grpc.aio.Server, service: ServiceDescriptor, servicer: object, request_timeout: float, encoded: bool
+) -> None:
+    """Each rpc behind the wire guard: a request message that does not arrive within
+    ``request_timeout`` seconds or does not parse ends the call."""
     deadlines = wire.Deadlines(request_timeout)
     handlers = {}
     for method in service.methods:
         parse = message_factory.GetMessageClass(method.input_type).FromString
+        serialize = message_factory.GetMessageClass(method.output_type).SerializeToString
         behaviour = getattr(servicer, method.name)
         if method.server_streaming:
-            handlers[method.name] = wire.server_streaming_handler(method.full_name, behaviour, parse, deadlines, abort)
+            stream_serialize = None if encoded else serialize
+            handlers[method.name] = wire.server_streaming_handler(
+                method.full_name, behaviour, parse, stream_serialize, deadlines, abort
+            )
         else:
-            serialize = message_factory.GetMessageClass(method.output_type).SerializeToString
             handlers[method.name] = wire.unary_handler(method.full_name, behaviour, parse, serialize, deadlines, abort)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)

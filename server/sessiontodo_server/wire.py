@@ -14,10 +14,11 @@ call (``asyncio.timeout``) cost about 7% of unary throughput.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -122,20 +123,33 @@ def unary_handler(
 
 def server_streaming_handler(
     method: str,
-    behaviour: Callable[[Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None]],
+    behaviour: Callable[[Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None] | Awaitable[None]],
     parse: Callable[[bytes], Message],
+    serialize: Callable[[Any], bytes] | None,
     deadlines: Deadlines,
     reject: Reject,
 ) -> grpc.RpcMethodHandler:
-    """The stream's items go out as they come (the servicer yields bytes already encoded)."""
+    """The servicer yields the stream's items (bytes already encoded when ``serialize`` is None),
+    or writes them with ``context.write`` (grpc_health's Watch)."""
+    if not inspect.isasyncgenfunction(behaviour):
+
+        async def guarded_writer(requests: object, context: grpc.aio.ServicerContext) -> None:
+            try:
+                request = await _receive(method, parse, deadlines, context)
+            except errors.InvalidArgument as error:
+                await reject(context, error)
+            await cast(Awaitable[None], behaviour(request, context))
+
+        return grpc.stream_stream_rpc_method_handler(guarded_writer, response_serializer=serialize)
 
     async def guarded(requests: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
             request = await _receive(method, parse, deadlines, context)
         except errors.InvalidArgument as error:
             await reject(context, error)
-        async with aclosing(behaviour(request, context)) as stream:  # a cancel ends the servicer's stream at once
+        stream = cast(AsyncGenerator[Any, None], behaviour(request, context))
+        async with aclosing(stream):  # a cancel ends the servicer's stream at once
             async for item in stream:
                 yield item
 
-    return grpc.stream_stream_rpc_method_handler(guarded)
+    return grpc.stream_stream_rpc_method_handler(guarded, response_serializer=serialize)
