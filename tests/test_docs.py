@@ -160,9 +160,9 @@ class Session:
 
     def __post_init__(self) -> None:
         path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != VENV_BIN)
-        # A reader's shell: not this venv, and not the make running this suite (its MAKEFLAGS would
-        # hand `make test ARGS=...`'s ARGS to the documents' own make commands).
-        outer = ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+        # A reader's shell: not this venv, and not the make running this suite (it exports
+        # `make test ARGS=...`'s ARGS, which the documents' own make commands would pick up).
+        outer = ("VIRTUAL_ENV", "PYTHONPATH", "ARGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
         env = {k: v for k, v in os.environ.items() if k not in outer}
         env.update(PATH=path, TMPDIR=str(self.scratch))
         self.process = subprocess.Popen(
