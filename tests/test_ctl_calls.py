@@ -106,6 +106,16 @@ def test_json_output_is_one_parseable_object(server: FakeServer) -> None:
     }
 
 
+def test_a_status_and_priority_a_newer_server_added_show_as_unknown_and_as_numbers_in_json(server: FakeServer) -> None:
+    newer = pb.Todo(id="a", content="A", status=7, priority=9)  # type: ignore[arg-type]
+    table, as_json = server.run("get", "s"), server.run("-o", "json", "get", "s")
+    for _ in range(2):
+        server.answer("GetTodos", pb.GetTodosResponse(revision=2, todos=[newer]))
+    assert "[?] │ a  │ 9" in finished(table).stdout
+    (todo,) = json.loads(finished(as_json).stdout)["todos"]
+    assert (todo["status"], todo["priority"]) == (7, 9)
+
+
 def test_a_not_found_error_is_rendered_on_stderr_with_exit_status_1(server: FakeServer) -> None:
     run = server.run("get", "missing")
     info = error_details_pb2.ErrorInfo(reason="SESSION_NOT_FOUND", domain="sessiontodo.v1")

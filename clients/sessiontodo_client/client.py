@@ -164,21 +164,26 @@ _DETAILS: dict[str, Any] = {
 
 
 def todo_to_pb(todo: Todo) -> pb.Todo:
+    """The wire todo; a status or priority read as a number (a newer server's) goes back as that number."""
+    status, priority = todo.status, todo.priority
     return pb.Todo(
         id=todo.id,
         content=todo.content,
-        status=_STATUS_TO_PB[todo.status],
-        priority=_PRIORITY_TO_PB[todo.priority],
+        status=_STATUS_TO_PB[status] if isinstance(status, TodoStatus) else pb.TodoStatus.ValueType(status),
+        priority=(
+            _PRIORITY_TO_PB[priority] if isinstance(priority, TodoPriority) else pb.TodoPriority.ValueType(priority)
+        ),
         metadata=todo.metadata,
     )
 
 
 def todo_from_pb(todo: pb.Todo) -> Todo:
+    """The typed todo; a status or priority this client has no name for stays its number (see ``Todo``)."""
     return Todo(
         id=todo.id,
         content=todo.content,
-        status=_STATUS_FROM_PB[todo.status],
-        priority=_PRIORITY_FROM_PB[todo.priority],
+        status=_STATUS_FROM_PB.get(todo.status, todo.status),
+        priority=_PRIORITY_FROM_PB.get(todo.priority, todo.priority),
         metadata=dict(todo.metadata),
     )
 
