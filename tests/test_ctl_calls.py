@@ -338,6 +338,30 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
     assert result.exit_code == 0
 
 
+def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer) -> None:
+    output = io.StringIO()
+    run = server.run("-o", "json", "watch", "s", console=Console(file=output))
+    _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    rpc.send_response(_watch_message(99, 1))  # type: ignore[arg-type]
+    rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 2))
+    rpc.terminate((), grpc.StatusCode.OK, "")
+    assert finished(run).exit_code == 0
+    assert [json.loads(line)["kind"] for line in output.getvalue().splitlines()] == ["session_removed"]
+
+    output = io.StringIO()
+    run = server.run("-o", "json", "feed", console=Console(file=output))
+    _, _, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    rpc.send_response(_feed_message(99, "a", 1, "e.1"))  # type: ignore[arg-type]
+    rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 2, ""))  # no cursor of its own
+    _lines_when(output, 1)  # read, so that the failure below drops nothing
+    rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
+    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    assert resumed.after_cursor == "e.1"  # the skipped message's cursor is kept
+    rpc.terminate((), grpc.StatusCode.OK, "")
+    assert finished(run).exit_code == 0
+    assert [json.loads(line)["kind"] for line in output.getvalue().splitlines()] == ["todos_replaced"]
+
+
 def test_watch_of_a_missing_session_is_an_error(server: FakeServer) -> None:
     run = server.run("watch", "missing")
     _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))

@@ -228,6 +228,12 @@ def _event_fields(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> d
     }
 
 
+def is_known_kind(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> bool:
+    """Whether this client knows the message's change kind; watches skip a newer server's kinds
+    (proto3 enums are open), since the next change carries the whole list again."""
+    return message.kind in _KIND_FROM_PB
+
+
 def event_from_pb(message: pb.WatchTodosResponse) -> WatchEvent:
     return WatchEvent(**_event_fields(message))
 
@@ -474,8 +480,8 @@ class TodoClient:
             try:
                 async for message in call:
                     attempt = 0
-                    if message.kind not in _KIND_FROM_PB:
-                        continue  # a newer server's kind: the next change carries the whole list again
+                    if not is_known_kind(message):
+                        continue
                     event = event_from_pb(message)
                     if event.kind is not ChangeKind.PROGRESS:
                         after_revision = event.revision
@@ -525,7 +531,7 @@ class TodoClient:
                     yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
                 async for message in call:
                     attempt = 0
-                    if message.kind not in _KIND_FROM_PB:  # a newer server's kind: skipped, its cursor kept
+                    if not is_known_kind(message):  # skipped, its cursor kept
                         cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
                         continue
                     event = feed_event_from_pb(message)

@@ -31,6 +31,7 @@ from sessiontodo_client import (
 from sessiontodo_client.client import (
     event_from_pb,
     feed_event_from_pb,
+    is_known_kind,
     service_error,
     session_from_pb,
     todo_from_pb,
@@ -141,6 +142,8 @@ class TodoCalls:
             try:
                 for message in call:
                     attempt = 0
+                    if not is_known_kind(message):
+                        continue
                     event = event_from_pb(message)
                     if event.kind is not ChangeKind.PROGRESS:
                         after = event.revision
@@ -181,6 +184,9 @@ class TodoCalls:
                     yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
                 for message in call:
                     attempt = 0
+                    if not is_known_kind(message):  # skipped, its cursor kept
+                        cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
+                        continue
                     event = feed_event_from_pb(message)
                     in_snapshot = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET) or (
                         in_snapshot and not event.cursor
