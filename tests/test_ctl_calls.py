@@ -268,13 +268,6 @@ def test_ls_follows_every_page(server: FakeServer) -> None:
     assert [session["session_id"] for session in json.loads(finished(run).stdout)] == ["a", "b"]
 
 
-def test_the_token_is_sent_as_a_bearer_authorization_header(server: FakeServer) -> None:
-    run = server.run("--token", "s3cret", "get", "s")
-    metadata, _ = server.answer("GetTodos", pb.GetTodosResponse())
-    assert ("authorization", "Bearer s3cret") in metadata
-    finished(run)
-
-
 def test_health_reports_each_service_and_fails_when_one_is_not_serving(server: FakeServer) -> None:
     run = server.run("health")
     for expected_service, status in (("", "SERVING"), ("sessiontodo.v1.TodoService", "NOT_SERVING")):

@@ -266,6 +266,7 @@ class TodoClient:
     ) -> TodoClient:
         """A client on a new channel to ``target`` (``host:port``), pinging idle connections; TLS,
         client certificate and bearer token as ``security`` says (default: plaintext, anonymous).
+        Raises ``ValueError`` for a token in plaintext to anything but a loopback address.
 
         The channel reconnects with the retry policy's backoff: gRPC's default grows to 120 s,
         so a long-lived client that outlived a server restart could wait minutes otherwise.
@@ -277,7 +278,7 @@ class TodoClient:
             ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),
             ("grpc.max_reconnect_backoff_ms", int(retry.maximum * 1000)),
         ]
-        credentials = security.credentials()
+        credentials = security.credentials(target)
         if credentials is None:
             channel = grpc.aio.insecure_channel(target, options=options)
         else:
