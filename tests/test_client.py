@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from pydantic import ValidationError
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient
@@ -88,6 +90,19 @@ async def test_a_retried_create_session_without_an_id_creates_one_session(server
         assert [s.session_id for s in await client.list_sessions()] == [session.session_id]
 
 
+@contextlib.asynccontextmanager
+async def newer_server(handlers: dict[str, grpc.RpcMethodHandler]) -> AsyncIterator[str]:
+    """A real grpc.aio server answering the given TodoService methods as a newer server would; yields its address."""
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sessiontodo.v1.TodoService", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(0)
+
+
 async def test_watches_skip_change_kinds_a_newer_server_adds() -> None:
     """proto3 enums are open: a kind this client does not know is skipped, never a crash."""
     unknown_kind = 99
@@ -108,17 +123,83 @@ async def test_watches_skip_change_kinds_a_newer_server_adds() -> None:
             watch_changes, pb.WatchChangesRequest.FromString, pb.WatchChangesResponse.SerializeToString
         ),
     }
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sessiontodo.v1.TodoService", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with TodoClient.connect(f"127.0.0.1:{port}") as client:
-            watched = [event.kind async for event in client.watch("s")]
-            feed = client.watch_changes()
-            first = await anext(feed)
-            await feed.aclose()
-        assert watched == [ChangeKind.SESSION_REMOVED]
-        assert (first.kind, first.cursor) == (ChangeKind.SESSION_CREATED, "e.2")
-    finally:
-        await server.stop(0)
+    async with newer_server(handlers) as address, TodoClient.connect(address) as client:
+        watched = [event.kind async for event in client.watch("s")]
+        feed = client.watch_changes()
+        first = await anext(feed)
+        await feed.aclose()
+    assert watched == [ChangeKind.SESSION_REMOVED]
+    assert (first.kind, first.cursor) == (ChangeKind.SESSION_CREATED, "e.2")
+
+
+NEWER_STATUS, NEWER_PRIORITY = 7, 9  # numbers a newer server might add to TodoStatus and TodoPriority
+
+
+def newer_todo(todo_id: str) -> pb.Todo:
+    return pb.Todo(id=todo_id, content="c", status=NEWER_STATUS, priority=NEWER_PRIORITY)  # type: ignore[arg-type]
+
+
+async def test_a_status_or_priority_a_newer_server_adds_is_read_and_watched_as_its_number() -> None:
+    async def get_todos(request: pb.GetTodosRequest, context: object) -> pb.GetTodosResponse:
+        return pb.GetTodosResponse(todos=[newer_todo("a")], revision=3)
+
+    async def watch_todos(request: pb.WatchTodosRequest, context: object) -> AsyncIterator[pb.WatchTodosResponse]:
+        yield pb.WatchTodosResponse(kind=pb.CHANGE_KIND_SNAPSHOT, revision=3, todos=[newer_todo("a")])
+        yield pb.WatchTodosResponse(kind=pb.CHANGE_KIND_SESSION_REMOVED, revision=4)
+
+    handlers = {
+        "GetTodos": grpc.unary_unary_rpc_method_handler(
+            get_todos, pb.GetTodosRequest.FromString, pb.GetTodosResponse.SerializeToString
+        ),
+        "WatchTodos": grpc.unary_stream_rpc_method_handler(
+            watch_todos, pb.WatchTodosRequest.FromString, pb.WatchTodosResponse.SerializeToString
+        ),
+    }
+    async with newer_server(handlers) as address, TodoClient.connect(address) as client:
+        listed = await client.get_todos("s")
+        watched = [event async for event in client.watch("s")]
+    (todo,) = listed.todos
+    assert (todo.status, todo.priority) == (NEWER_STATUS, NEWER_PRIORITY)
+    assert [(t.status, t.priority) for t in watched[0].todos] == [(NEWER_STATUS, NEWER_PRIORITY)]
+    assert watched[-1].kind is ChangeKind.SESSION_REMOVED
+
+
+async def test_a_read_modify_write_sends_a_newer_status_and_priority_back_unchanged() -> None:
+    sent: list[pb.ReplaceTodosRequest] = []
+
+    async def get_todos(request: pb.GetTodosRequest, context: object) -> pb.GetTodosResponse:
+        return pb.GetTodosResponse(todos=[newer_todo("a")], revision=3)
+
+    async def replace_todos(request: pb.ReplaceTodosRequest, context: object) -> pb.ReplaceTodosResponse:
+        sent.append(request)
+        return pb.ReplaceTodosResponse(todos=request.todos, revision=4)
+
+    handlers = {
+        "GetTodos": grpc.unary_unary_rpc_method_handler(
+            get_todos, pb.GetTodosRequest.FromString, pb.GetTodosResponse.SerializeToString
+        ),
+        "ReplaceTodos": grpc.unary_unary_rpc_method_handler(
+            replace_todos, pb.ReplaceTodosRequest.FromString, pb.ReplaceTodosResponse.SerializeToString
+        ),
+    }
+    async with newer_server(handlers) as address, TodoClient.connect(address) as client:
+        listed = await client.get_todos("s")
+        edited = listed.todos[0].model_copy(update={"content": "edited"})
+        await client.replace_todos("s", [edited, Todo(content="new")], expected_revision=listed.revision)
+    (request,) = sent
+    assert [(t.content, t.status, t.priority) for t in request.todos] == [
+        ("edited", NEWER_STATUS, NEWER_PRIORITY),
+        ("new", pb.TODO_STATUS_PENDING, pb.TODO_PRIORITY_MEDIUM),
+    ]
+
+
+def test_a_newer_status_survives_the_json_a_script_edits() -> None:
+    """``sessiontodoctl -o json get`` then ``replace -f``: the number goes out and comes back as it was."""
+    todo = Todo(id="a", content="c", status=NEWER_STATUS, priority=NEWER_PRIORITY)
+    assert Todo.model_validate_json(todo.model_dump_json()) == todo
+
+
+@pytest.mark.parametrize("status", ["nonsense", True, 2**31, "7"])
+def test_a_status_that_is_neither_a_known_name_nor_a_wire_number_is_refused(status: object) -> None:
+    with pytest.raises(ValidationError):
+        Todo(content="c", status=status)  # type: ignore[arg-type]

@@ -106,6 +106,16 @@ def test_json_output_is_one_parseable_object(server: FakeServer) -> None:
     }
 
 
+def test_a_status_and_priority_a_newer_server_added_show_as_unknown_and_as_numbers_in_json(server: FakeServer) -> None:
+    newer = pb.Todo(id="a", content="A", status=7, priority=9)  # type: ignore[arg-type]
+    table, as_json = server.run("get", "s"), server.run("-o", "json", "get", "s")
+    for _ in range(2):
+        server.answer("GetTodos", pb.GetTodosResponse(revision=2, todos=[newer]))
+    assert "[?] │ a  │ 9" in finished(table).stdout
+    (todo,) = json.loads(finished(as_json).stdout)["todos"]
+    assert (todo["status"], todo["priority"]) == (7, 9)
+
+
 def test_a_not_found_error_is_rendered_on_stderr_with_exit_status_1(server: FakeServer) -> None:
     run = server.run("get", "missing")
     info = error_details_pb2.ErrorInfo(reason="SESSION_NOT_FOUND", domain="sessiontodo.v1")
@@ -258,13 +268,6 @@ def test_ls_follows_every_page(server: FakeServer) -> None:
     assert [session["session_id"] for session in json.loads(finished(run).stdout)] == ["a", "b"]
 
 
-def test_the_token_is_sent_as_a_bearer_authorization_header(server: FakeServer) -> None:
-    run = server.run("--token", "s3cret", "get", "s")
-    metadata, _ = server.answer("GetTodos", pb.GetTodosResponse())
-    assert ("authorization", "Bearer s3cret") in metadata
-    finished(run)
-
-
 def test_health_reports_each_service_and_fails_when_one_is_not_serving(server: FakeServer) -> None:
     run = server.run("health")
     for expected_service, status in (("", "SERVING"), ("sessiontodo.v1.TodoService", "NOT_SERVING")):
@@ -326,6 +329,30 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
     ]
     assert [todo["content"] for todo in lines[1]["todos"]] == ["a", "b"]
     assert result.exit_code == 0
+
+
+def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer) -> None:
+    output = io.StringIO()
+    run = server.run("-o", "json", "watch", "s", console=Console(file=output))
+    _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    rpc.send_response(_watch_message(99, 1))  # type: ignore[arg-type]
+    rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 2))
+    rpc.terminate((), grpc.StatusCode.OK, "")
+    assert finished(run).exit_code == 0
+    assert [json.loads(line)["kind"] for line in output.getvalue().splitlines()] == ["session_removed"]
+
+    output = io.StringIO()
+    run = server.run("-o", "json", "feed", console=Console(file=output))
+    _, _, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    rpc.send_response(_feed_message(99, "a", 1, "e.1"))  # type: ignore[arg-type]
+    rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 2, ""))  # no cursor of its own
+    _lines_when(output, 1)  # read, so that the failure below drops nothing
+    rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
+    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    assert resumed.after_cursor == "e.1"  # the skipped message's cursor is kept
+    rpc.terminate((), grpc.StatusCode.OK, "")
+    assert finished(run).exit_code == 0
+    assert [json.loads(line)["kind"] for line in output.getvalue().splitlines()] == ["todos_replaced"]
 
 
 def test_watch_of_a_missing_session_is_an_error(server: FakeServer) -> None:

@@ -10,8 +10,13 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from certificates import CertificateAuthority, Issued, auth_toml
 from sessiontodo_client import Todo, TodoClient, TodoStatus
 from sessiontodo_server.app import RunningServer
 from support import eventually
@@ -87,6 +92,67 @@ async def test_health_and_an_unreachable_server(server: RunningServer) -> None:
     assert code == 0 and out.count("SERVING") == 2
     code, _, err = await ctl("--address", "127.0.0.1:1", "--timeout", "2", "health")
     assert code == 1 and "UNAVAILABLE" in err
+
+
+async def test_mutual_tls_with_a_client_certificate_and_a_token_from_a_file(
+    start: Callable[..., Any], tmp_path: Path, ca: CertificateAuthority, server_cert: Issued
+) -> None:
+    (tmp_path / "auth.toml").write_text(auth_toml(("ctl-token-0123456789", "acme", "writer")))
+    (tmp_path / "token").write_text("ctl-token-0123456789\n")
+    server: RunningServer = await start(
+        tls_cert=server_cert.cert, tls_key=server_cert.key, tls_client_ca=ca.cert, auth_file=tmp_path / "auth.toml"
+    )
+    operator = ca.issue("operator", server=False)
+    trusting = ("--address", server.address, "--timeout", "5", "--tls-ca", str(ca.cert))
+    certified = (*trusting, "--client-cert", str(operator.cert), "--client-key", str(operator.key))
+
+    code, out, err = await ctl(*certified, "--token-file", str(tmp_path / "token"), "create", "s")
+    assert (code, out) == (0, "created s\n"), err
+    code, _, err = await ctl(*trusting, "--token-file", str(tmp_path / "token"), "get", "s")
+    assert code == 1 and "UNAVAILABLE" in err  # no client certificate: the handshake fails
+    code, _, err = await ctl(*certified, "get", "s")
+    assert code == 1 and "UNAUTHENTICATED" in err  # a certificate, but no token
+
+
+async def test_the_client_certificate_and_token_also_come_from_the_environment(
+    start: Callable[..., Any], tmp_path: Path, ca: CertificateAuthority, server_cert: Issued
+) -> None:
+    server: RunningServer = await start(tls_cert=server_cert.cert, tls_key=server_cert.key, tls_client_ca=ca.cert)
+    operator = ca.issue("operator", server=False)
+    env = {
+        "SESSIONTODO_ADDRESS": server.address,
+        "SESSIONTODO_TLS_CA": str(ca.cert),
+        "SESSIONTODO_CLIENT_CERT": str(operator.cert),
+        "SESSIONTODO_CLIENT_KEY": str(operator.key),
+    }
+    code, out, err = await ctl("create", "s", env=env)
+    assert (code, out) == (0, "created s\n"), err
+
+
+async def test_a_token_goes_in_plaintext_to_a_loopback_server(start: Callable[..., Any], tmp_path: Path) -> None:
+    (tmp_path / "auth.toml").write_text(auth_toml(("ctl-token-0123456789", "acme", "writer")))
+    server: RunningServer = await start(auth_file=tmp_path / "auth.toml")
+    code, out, err = await ctl("--address", server.address, "--token", "ctl-token-0123456789", "create", "s")
+    assert (code, out) == (0, "created s\n"), err
+    code, _, err = await ctl("--address", server.address, "--token", "another-token-0123", "get", "s")
+    assert code == 1 and "UNAUTHENTICATED" in err
+
+
+@pytest.mark.parametrize("address", ["10.1.2.3:50051", "todos.internal:50051", "[2001:db8::1]:50051"])
+async def test_a_token_is_never_sent_in_plaintext_to_another_machine(address: str) -> None:
+    code, out, err = await ctl("--address", address, "--token", "s3cret", "health")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"sessiontodoctl: refusing to send a bearer token in plaintext to {address}: use TLS or a loopback address\n"
+    )
+
+
+async def test_a_client_certificate_without_its_key_is_one_line_and_exit_2(
+    ca: CertificateAuthority, tmp_path: Path
+) -> None:
+    operator = ca.issue("operator", server=False)
+    code, _, err = await ctl("--tls-ca", str(ca.cert), "--client-cert", str(operator.cert), "health")
+    assert (code, err) == (2, "sessiontodoctl: a client certificate needs its key, and a key its certificate\n")
 
 
 class Terminal:

@@ -32,6 +32,7 @@ from sessiontodo_client import (
     Unauthenticated,
     Unavailable,
 )
+from sessiontodo_client.security import is_loopback
 from sessiontodo_server.app import RunningServer, StartupError
 from sessiontodo_server.auth import Role, required_role
 from sessiontodo_server.transport import SERVICE_NAME
@@ -276,6 +277,44 @@ async def test_tokens_and_mutual_tls_work_together(
     async with TodoClient.connect(server.address, security=trusting(ca, agent), **NO_RETRY) as client:
         with pytest.raises(Unauthenticated):
             await client.create_session("ses_1")
+
+
+@pytest.mark.parametrize(
+    ("target", "loopback"),
+    [
+        ("127.0.0.1:50051", True),
+        ("127.0.1.1:50051", True),
+        ("localhost:50051", True),
+        ("LOCALHOST", True),
+        ("[::1]:50051", True),
+        ("dns:///localhost:50051", True),
+        ("ipv4:127.0.0.1:50051", True),
+        ("10.1.2.3:50051", False),
+        ("todos.internal:50051", False),
+        ("localhost.example.com:50051", False),
+        ("[2001:db8::1]:50051", False),
+        ("dns://8.8.8.8/todos.internal:50051", False),
+        ("unix:/run/sessiontodo.sock", False),
+    ],
+)
+def test_loopback_targets_are_told_from_other_machines_without_resolving_names(target: str, loopback: bool) -> None:
+    assert is_loopback(target) is loopback
+
+
+async def test_a_token_without_tls_is_refused_for_another_machine_before_any_connection() -> None:
+    with pytest.raises(ValueError, match=r"^refusing to send a bearer token in plaintext to 10\.1\.2\.3:50051"):
+        TodoClient.connect("10.1.2.3:50051", security=ChannelSecurity(token="s3cret"))
+    async with TodoClient.connect("10.1.2.3:50051", security=ChannelSecurity(tls=True, token="s3cret")):
+        pass  # over TLS it may go anywhere
+    async with TodoClient.connect("10.1.2.3:50051"):
+        pass  # and without a token there is nothing to protect
+
+
+async def test_a_token_without_tls_reaches_a_loopback_server(start: Callable[..., Any], auth_file: Path) -> None:
+    server: RunningServer = await start(auth_file=auth_file)
+    port = server.address.rpartition(":")[2]
+    async with TodoClient.connect(f"localhost:{port}", security=ChannelSecurity(token=TOKENS["writer"][0])) as client:
+        await client.create_session("ses_1")
 
 
 def test_gateway_settings_read_the_token_and_certificates_from_files(tmp_path: Path, ca: CertificateAuthority) -> None:

@@ -8,6 +8,8 @@ silently drop an entry whose status or priority is outside ACP's sets. So:
 - a cancelled todo is sent as ``completed``, its content prefixed with ``[cancelled] ``
   (visible in every editor) and ``_meta["sessiontodo/todoStatus"] = "cancelled"``; reading
   either marker back restores ``cancelled``;
+- a status or priority that a newer sessiontodo added (a number, see ``sessiontodo_client.Todo``)
+  is shown as ``pending`` / ``medium``;
 - every other ``_meta`` key round-trips untouched through the todo's metadata: the entry's
   ``_meta`` as JSON under ``acp/_meta``, the plan's own ``_meta`` under ``acp/plan._meta``
   (on every todo of the plan, so that it survives edits to any one of them);
@@ -97,8 +99,8 @@ def plan_entry_from_todo(todo: Todo) -> PlanEntry:
         meta[META_TODO_STATUS] = TodoStatus.CANCELLED.value
     return PlanEntry(
         content=content,
-        status=_PLAN_STATUS[todo.status],
-        priority=_PLAN_PRIORITY[todo.priority],
+        status=_PLAN_STATUS[todo.status] if isinstance(todo.status, TodoStatus) else "pending",
+        priority=_PLAN_PRIORITY[todo.priority] if isinstance(todo.priority, TodoPriority) else "medium",
         field_meta=meta or None,
     )
 

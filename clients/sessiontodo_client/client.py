@@ -164,21 +164,26 @@ _DETAILS: dict[str, Any] = {
 
 
 def todo_to_pb(todo: Todo) -> pb.Todo:
+    """The wire todo; a status or priority read as a number (a newer server's) goes back as that number."""
+    status, priority = todo.status, todo.priority
     return pb.Todo(
         id=todo.id,
         content=todo.content,
-        status=_STATUS_TO_PB[todo.status],
-        priority=_PRIORITY_TO_PB[todo.priority],
+        status=_STATUS_TO_PB[status] if isinstance(status, TodoStatus) else pb.TodoStatus.ValueType(status),
+        priority=(
+            _PRIORITY_TO_PB[priority] if isinstance(priority, TodoPriority) else pb.TodoPriority.ValueType(priority)
+        ),
         metadata=todo.metadata,
     )
 
 
 def todo_from_pb(todo: pb.Todo) -> Todo:
+    """The typed todo; a status or priority this client has no name for stays its number (see ``Todo``)."""
     return Todo(
         id=todo.id,
         content=todo.content,
-        status=_STATUS_FROM_PB[todo.status],
-        priority=_PRIORITY_FROM_PB[todo.priority],
+        status=_STATUS_FROM_PB.get(todo.status, todo.status),
+        priority=_PRIORITY_FROM_PB.get(todo.priority, todo.priority),
         metadata=dict(todo.metadata),
     )
 
@@ -223,6 +228,12 @@ def _event_fields(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> d
     }
 
 
+def is_known_kind(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> bool:
+    """Whether this client knows the message's change kind; watches skip a newer server's kinds
+    (proto3 enums are open), since the next change carries the whole list again."""
+    return message.kind in _KIND_FROM_PB
+
+
 def event_from_pb(message: pb.WatchTodosResponse) -> WatchEvent:
     return WatchEvent(**_event_fields(message))
 
@@ -255,6 +266,7 @@ class TodoClient:
     ) -> TodoClient:
         """A client on a new channel to ``target`` (``host:port``), pinging idle connections; TLS,
         client certificate and bearer token as ``security`` says (default: plaintext, anonymous).
+        Raises ``ValueError`` for a token in plaintext to anything but a loopback address.
 
         The channel reconnects with the retry policy's backoff: gRPC's default grows to 120 s,
         so a long-lived client that outlived a server restart could wait minutes otherwise.
@@ -266,7 +278,7 @@ class TodoClient:
             ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),
             ("grpc.max_reconnect_backoff_ms", int(retry.maximum * 1000)),
         ]
-        credentials = security.credentials()
+        credentials = security.credentials(target)
         if credentials is None:
             channel = grpc.aio.insecure_channel(target, options=options)
         else:
@@ -469,8 +481,8 @@ class TodoClient:
             try:
                 async for message in call:
                     attempt = 0
-                    if message.kind not in _KIND_FROM_PB:
-                        continue  # a newer server's kind: the next change carries the whole list again
+                    if not is_known_kind(message):
+                        continue
                     event = event_from_pb(message)
                     if event.kind is not ChangeKind.PROGRESS:
                         after_revision = event.revision
@@ -520,7 +532,7 @@ class TodoClient:
                     yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
                 async for message in call:
                     attempt = 0
-                    if message.kind not in _KIND_FROM_PB:  # a newer server's kind: skipped, its cursor kept
+                    if not is_known_kind(message):  # skipped, its cursor kept
                         cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
                         continue
                     event = feed_event_from_pb(message)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class TodoStatus(StrEnum):
@@ -19,6 +20,10 @@ class TodoPriority(StrEnum):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+UnknownNumber = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+"""The wire number of an enum value this client has no name for (proto3 enums are open)."""
 
 
 class ChangeKind(StrEnum):
@@ -40,14 +45,20 @@ class RemovalReason(StrEnum):
 
 
 class Todo(BaseModel):
-    """One todo. Leave ``id`` empty on writes to have one generated."""
+    """One todo. Leave ``id`` empty on writes to have one generated.
+
+    A status or priority that a newer server added, and this client has no name for, is read as
+    its wire number (an ``int``) rather than failing the read or watch: it is kept, shown as that
+    number, and written back unchanged, so a read-modify-write never loses it. Write the values
+    this client knows as ``TodoStatus`` / ``TodoPriority`` members.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     id: str = ""
     content: str
-    status: TodoStatus = TodoStatus.PENDING
-    priority: TodoPriority = TodoPriority.MEDIUM
+    status: TodoStatus | UnknownNumber = TodoStatus.PENDING
+    priority: TodoPriority | UnknownNumber = TodoPriority.MEDIUM
     metadata: dict[str, str] = {}
     """Free-form entries stored and returned untouched."""
 

@@ -2,12 +2,15 @@
 
 ``ChannelSecurity`` holds the material; ``ServiceConnection`` is the settings block every gateway
 shares (flags and environment: ``--tls``, ``--ca-file``, ``--client-cert``, ``--client-key``,
-``--token``, ``--token-file``). A token travels only over TLS or to a local address (gRPC's
-local credentials refuse anything else), so it never crosses a network in clear text.
+``--token``, ``--token-file``). A token travels only over TLS or to a loopback address
+(``localhost``, 127.0.0.0/8, ``[::1]``): anything else is refused before a channel exists, so a
+token never crosses a network in clear text.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,17 +60,44 @@ class ChannelSecurity:
             token=secret,
         )
 
-    def credentials(self) -> grpc.ChannelCredentials | None:
-        """Channel credentials, or None for a plain channel (no TLS, no token)."""
+    def credentials(self, target: str) -> grpc.ChannelCredentials | None:
+        """Channel credentials for ``target``, or None for a plain channel (no TLS, no token).
+
+        Raises ``ValueError`` for a token without TLS to anything but a loopback address (gRPC's local
+        credentials would only fail the connection later, as UNAVAILABLE, which clients retry)."""
         if self.tls:
             channel = grpc.ssl_channel_credentials(self.root_certificates, self.client_key, self.client_certificate)
         elif self.token:
+            if not is_loopback(target):
+                raise ValueError(
+                    f"refusing to send a bearer token in plaintext to {target}: use TLS or a loopback address"
+                )
             channel = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
         else:
             return None
         if not self.token:
             return channel
         return grpc.composite_channel_credentials(channel, grpc.access_token_call_credentials(self.token))
+
+
+_SCHEME = re.compile(r"^(?:dns:(?://[^/]*/)?|ipv4:|ipv6:)")
+
+
+def is_loopback(target: str) -> bool:
+    """Whether a gRPC target (``host:port``, ``[v6]:port``, with an optional ``dns:``/``ipv4:``/``ipv6:``
+    scheme) names this machine: ``localhost`` or a loopback address. A host name is never resolved here."""
+    address = _SCHEME.sub("", target)
+    if address.startswith("["):
+        host = address[1:].partition("]")[0]
+    else:
+        host, colon, port = address.rpartition(":")
+        host = host if colon and port.isdigit() else address
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ServiceConnection(BaseModel):

@@ -20,6 +20,7 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
     AddedTodo,
     ChangeKind,
+    ChannelSecurity,
     FeedEvent,
     RetryPolicy,
     Session,
@@ -31,6 +32,7 @@ from sessiontodo_client import (
 from sessiontodo_client.client import (
     event_from_pb,
     feed_event_from_pb,
+    is_known_kind,
     service_error,
     session_from_pb,
     todo_from_pb,
@@ -45,25 +47,25 @@ ORIGIN = "sessiontodoctl"
 """Every write says it came from here, so gateways and feeds can tell an operator's hand."""
 
 
-def open_channel(address: str, tls: bool = False, tls_ca: bytes | None = None) -> grpc.Channel:
-    """Plaintext by default (the server listens on loopback); TLS with the system roots or ``tls_ca``."""
-    if tls or tls_ca is not None:
-        return grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=tls_ca))
-    return grpc.insecure_channel(address)
+def open_channel(address: str, security: ChannelSecurity) -> grpc.Channel:
+    """Plaintext by default (the server listens on loopback); TLS, client certificate and token as
+    ``security`` says, by the typed client's rules. Raises ``ValueError`` for a token that would
+    travel in plaintext to anything but a loopback address."""
+    credentials = security.credentials(address)
+    return grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
 
 
 class TodoCalls:
     """Every rpc the CLI makes; raises the typed client's ``ServiceError`` subclasses."""
 
-    def __init__(self, channel: grpc.Channel, token: str | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, channel: grpc.Channel, timeout: float = 10.0) -> None:
         self._stub = pb_grpc.TodoServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._timeout = timeout
 
     def _call(self, rpc: Callable[..., T], request: Any) -> T:
         try:
-            return rpc(request, timeout=self._timeout, metadata=self._metadata)
+            return rpc(request, timeout=self._timeout)
         except grpc.RpcError as error:
             raise service_error(error) from None
 
@@ -135,12 +137,12 @@ class TodoCalls:
         after: int | None = None
         attempt = 0
         while True:
-            call = self._stub.WatchTodos(
-                pb.WatchTodosRequest(session_id=session_id, after_revision=after), metadata=self._metadata
-            )
+            call = self._stub.WatchTodos(pb.WatchTodosRequest(session_id=session_id, after_revision=after))
             try:
                 for message in call:
                     attempt = 0
+                    if not is_known_kind(message):
+                        continue
                     event = event_from_pb(message)
                     if event.kind is not ChangeKind.PROGRESS:
                         after = event.revision
@@ -175,12 +177,15 @@ class TodoCalls:
         cursor, snapshot, in_snapshot, attempt = after_cursor, include_snapshot and not after_cursor, False, 0
         while True:
             request = pb.WatchChangesRequest(after_cursor=cursor, include_snapshot=snapshot, filter=only)
-            call = self._stub.WatchChanges(request, metadata=self._metadata)
+            call = self._stub.WatchChanges(request)
             try:
                 if in_snapshot:
                     yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
                 for message in call:
                     attempt = 0
+                    if not is_known_kind(message):  # skipped, its cursor kept
+                        cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
+                        continue
                     event = feed_event_from_pb(message)
                     in_snapshot = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET) or (
                         in_snapshot and not event.cursor

@@ -1,8 +1,10 @@
 """The commands of ``sessiontodoctl``, an etcdctl-style CLI for sessiontodo.
 
-Address, TLS and token come from flags or ``SESSIONTODO_*`` environment variables; every
-command prints a table for people or, with ``--output json``, JSON for scripts. A failed call
-prints its gRPC code, message and field violations on stderr and exits with status 1.
+Address, TLS, client certificate and token come from flags or ``SESSIONTODO_*`` environment
+variables, by the typed client's rules (``ChannelSecurity``: a token in plaintext only to a
+loopback address); unusable ones are one line on stderr and exit status 2. Every command prints a
+table for people or, with ``--output json``, JSON for scripts. A failed call prints its gRPC
+code, message and field violations on stderr and exits with status 1.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from typing import Annotated, Any, TypeVar
 
 import grpc
 import typer
-from pydantic import TypeAdapter, ValidationError
+from pydantic import SecretStr, TypeAdapter, ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from sessiontodo_client import ServiceError, Todo, TodoPriority, TodoStatus
+from sessiontodo_client import ChannelSecurity, ServiceError, Todo, TodoPriority, TodoStatus
 from sessiontodo_ctl import render
 from sessiontodo_ctl.calls import TodoCalls, open_channel
 from sessiontodo_ctl.render import Output
@@ -87,8 +89,26 @@ def options(
         Path | None,
         typer.Option(envvar="SESSIONTODO_TLS_CA", exists=True, dir_okay=False, help="Use TLS, trusting this CA (PEM)."),
     ] = None,
+    client_cert: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="SESSIONTODO_CLIENT_CERT",
+            dir_okay=False,
+            help="Client certificate (PEM) for mutual TLS; implies TLS.",
+        ),
+    ] = None,
+    client_key: Annotated[
+        Path | None, typer.Option(envvar="SESSIONTODO_CLIENT_KEY", dir_okay=False, help="Private key of --client-cert.")
+    ] = None,
     token: Annotated[
-        str | None, typer.Option(envvar="SESSIONTODO_TOKEN", help="Bearer token sent with every call.")
+        str | None,
+        typer.Option(
+            envvar="SESSIONTODO_TOKEN",
+            help="Bearer token sent with every call (over TLS, or in plaintext to a loopback address only).",
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None, typer.Option(envvar="SESSIONTODO_TOKEN_FILE", dir_okay=False, help="File holding the token.")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds each call may take.")] = 10.0,
     output: Annotated[
@@ -98,9 +118,15 @@ def options(
     state = ctx.obj if isinstance(ctx.obj, State) else State()
     channel = state.channel
     if channel is None:
-        channel = open_channel(address, tls, tls_ca.read_bytes() if tls_ca else None)
+        try:
+            secret = SecretStr(token) if token is not None else None
+            security = ChannelSecurity.from_files(tls, tls_ca, client_cert, client_key, secret, token_file)
+            channel = open_channel(address, security)
+        except (OSError, ValueError) as unusable:  # files that do not load, a token that would travel in clear
+            typer.echo(f"sessiontodoctl: {unusable}", err=True)
+            raise typer.Exit(2) from None
         ctx.call_on_close(channel.close)
-    state.calls = TodoCalls(channel, token, timeout)
+    state.calls = TodoCalls(channel, timeout)
     state.output = output
     ctx.obj = state
 

@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from sessiontodo_client import FeedEvent, ServiceError, Session, Todo, TodoStatus, WatchEvent
+from sessiontodo_client import FeedEvent, ServiceError, Session, Todo, TodoPriority, TodoStatus, WatchEvent
 
 # Plain ASCII marks: they survive every terminal, pager and log file.
 _MARKS = {
@@ -21,6 +21,8 @@ _MARKS = {
     TodoStatus.COMPLETED: ("[x]", "green"),
     TodoStatus.CANCELLED: ("[-]", "dim strike"),
 }
+_UNKNOWN_MARK = ("[?]", "magenta")
+"""A status a newer server added: shown as such, its number in ``-o json``."""
 
 
 class Output(StrEnum):
@@ -44,8 +46,9 @@ def todos_table(todos: Sequence[Todo], title: str | None = None, caption: str | 
     table.add_column("PRIORITY", no_wrap=True)
     table.add_column("CONTENT")
     for todo in todos:
-        mark, style = _MARKS[todo.status]
-        table.add_row(Text(mark, style), todo.id, todo.priority.value, Text(todo.content, style))
+        mark, style = _MARKS[todo.status] if isinstance(todo.status, TodoStatus) else _UNKNOWN_MARK
+        priority = todo.priority.value if isinstance(todo.priority, TodoPriority) else str(todo.priority)
+        table.add_row(Text(mark, style), todo.id, priority, Text(todo.content, style))
     return table
 
 

@@ -37,10 +37,13 @@ SLUG = "slug"
 
 
 def todo_from_service(todo: service.Todo) -> Todo:
+    """OpenCode's todo; a status or priority a newer sessiontodo added (a number) is shown as pending / medium."""
+    known_status = todo.status if isinstance(todo.status, service.TodoStatus) else service.TodoStatus.PENDING
+    known_priority = todo.priority if isinstance(todo.priority, service.TodoPriority) else service.TodoPriority.MEDIUM
     status = todo.metadata.get(STATUS_KEY) if todo.status is service.TodoStatus.PENDING else None
     priority = todo.metadata.get(PRIORITY_KEY) if todo.priority is service.TodoPriority.MEDIUM else None
     return Todo(
-        id=todo.id, content=todo.content, status=status or todo.status.value, priority=priority or todo.priority.value
+        id=todo.id, content=todo.content, status=status or known_status.value, priority=priority or known_priority.value
     )
 
 

@@ -51,6 +51,16 @@ def test_no_sdk_drops_a_cancelled_entry_because_every_value_is_in_acps_sets() ->
     assert [entry.content for entry in parsed.update.entries] == ["[cancelled] Old idea"]
 
 
+def test_a_status_and_priority_a_newer_sessiontodo_added_are_shown_as_pending_and_medium() -> None:
+    todo = Todo(id="t-1", content="From the future", status=7, priority=9)
+    assert entry_json(todo) == {
+        "content": "From the future",
+        "status": "pending",
+        "priority": "medium",
+        "_meta": {"sessiontodo/todoId": "t-1"},
+    }
+
+
 def test_every_status_and_priority_survives_a_round_trip() -> None:
     todos = [
         Todo(id=f"t-{status}-{priority}", content=f"{status} {priority}", status=status, priority=priority)

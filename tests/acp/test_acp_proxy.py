@@ -27,7 +27,7 @@ def entry(content: str, status: str = "pending", priority: str = "medium", **met
     return value
 
 
-async def stored(client: TodoClient, session_id: str) -> list[tuple[str, TodoStatus, TodoPriority]]:
+async def stored(client: TodoClient, session_id: str) -> list[tuple[str, TodoStatus | int, TodoPriority | int]]:
     return [(t.content, t.status, t.priority) for t in (await client.get_todos(session_id)).todos]
 
 

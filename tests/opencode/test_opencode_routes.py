@@ -13,6 +13,7 @@ from opencode_support import create, todos
 
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
+from sessiontodo_opencode.translate import todo_from_service
 from support import ServerProcess
 
 
@@ -240,6 +241,11 @@ async def test_a_grpc_writer_that_changes_the_status_overrides_the_kept_unknown_
     await client.update_todo("ses_a", written["id"], status=TodoStatus.COMPLETED)
 
     assert (await http.get("/session/ses_a/todo")).json()[0]["status"] == "completed"
+
+
+def test_a_status_and_priority_a_newer_sessiontodo_added_are_shown_to_opencode_as_pending_and_medium() -> None:
+    shown = todo_from_service(Todo(id="t", content="x", status=7, priority=9))
+    assert (shown.status, shown.priority) == ("pending", "medium")
 
 
 async def test_creating_a_session_without_a_body_generates_its_id(http: httpx.AsyncClient, client: TodoClient) -> None:
