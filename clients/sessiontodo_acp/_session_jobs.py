@@ -12,12 +12,19 @@ awaiting, so submission order is arrival order) and one task per busy session ru
   ``supersedes`` job such as removing the session), so a lifecycle job never waits behind a
   failing plan for longer than one backoff delay.
 - A job that finally fails is logged and reported to its ``on_failure``; the queue moves on.
+  Except a plan that ran out of retries while sessiontodo was unavailable: it is reported the
+  same way, then kept at the head of its queue and tried again with the same backoff, without
+  a bound, until sessiontodo takes it or a later job makes it moot. Otherwise sessiontodo would
+  keep an older plan after it came back; and the session's jobs behind it (releasing it, say)
+  must not overtake it. Memory stays bounded: one waiting plan per session, replaced by newer ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -58,6 +65,8 @@ class SessionJobs:
 
     def __init__(self, policy: RetryPolicy = DEFAULT_RETRY) -> None:
         self._policy = policy
+        self._until_taken = dataclasses.replace(policy, attempts=sys.maxsize, deadline=None)
+        """The same backoff without a bound: for a plan kept until sessiontodo is back."""
         self._queues: dict[str, _SessionQueue] = {}
         self._closed = False
 
@@ -140,6 +149,7 @@ class SessionJobs:
 
     async def _run(self, session_id: str, queue: _SessionQueue, queued: _Queued) -> None:
         retries = 0
+        kept = False
 
         def retry_if(error: BaseException) -> bool:
             return is_transient(error) and not queue.moot(queued)
@@ -147,23 +157,42 @@ class SessionJobs:
         def on_retry(error: BaseException, delay: float) -> None:
             nonlocal retries
             retries += 1
-            log.warning("session %s: %s failed (%s); retrying in %.2fs", session_id, queued.description, error, delay)
-
-        try:
-            await self._policy.run(queued.job, retry_if=retry_if, on_retry=on_retry)
-        except Exception as error:
-            if queue.moot(queued):
-                log.info("session %s: %s failed (%s); a later job replaces it", session_id, queued.description, error)
-                return
-            log.error(
-                "session %s: %s failed after %d retries and is dropped: %s",
+            log.log(
+                logging.DEBUG if kept else logging.WARNING,
+                "session %s: %s failed (%s); retrying in %.2fs",
                 session_id,
                 queued.description,
-                retries,
                 error,
+                delay,
             )
-            if queued.on_failure is not None:
-                queued.on_failure(error)
-        else:
-            if retries:
-                log.info("session %s: %s succeeded after %d retries", session_id, queued.description, retries)
+
+        policy = self._policy
+        while True:
+            try:
+                await policy.run(queued.job, retry_if=retry_if, on_retry=on_retry)
+            except Exception as error:
+                if queue.moot(queued):
+                    log.info(
+                        "session %s: %s failed (%s); a later job replaces it", session_id, queued.description, error
+                    )
+                    return
+                keep = not kept and queued.replaceable and is_transient(error)
+                log.error(
+                    "session %s: %s failed after %d retries%s: %s",
+                    session_id,
+                    queued.description,
+                    retries,
+                    "; kept, and sent once sessiontodo answers again (unless a newer plan or a removal comes first)"
+                    if keep
+                    else " and is dropped",
+                    error,
+                )
+                if queued.on_failure is not None:
+                    queued.on_failure(error)
+                if not keep:
+                    return
+                kept, policy = True, self._until_taken
+            else:
+                if retries:
+                    log.info("session %s: %s succeeded after %d retries", session_id, queued.description, retries)
+                return

@@ -29,7 +29,8 @@ class PlanSink:
     the queue in order. A replacement overtaken by a newer one before its turn is skipped —
     the newer plan supersedes it — so updates are never applied out of order and a burst
     costs one write per turn. While sessiontodo is unreachable the latest plan is retried
-    with backoff; errors are logged, never raised into the ACP connection.
+    with backoff until it is stored, however long that takes; errors are logged, never raised
+    into the ACP connection.
     """
 
     def __init__(self, todos: TodoClient, backoff: RetryPolicy = DEFAULT_RETRY) -> None:
@@ -79,7 +80,8 @@ class PlanSink:
         self._jobs.submit(session_id, remove, "remove session", supersedes=True)
 
     async def flush(self, session_id: str) -> None:
-        """Wait until every update received so far for the session has been applied (or dropped)."""
+        """Wait until every update received so far for the session has been applied (or dropped);
+        while sessiontodo is down, that is once it is back."""
         await self._jobs.wait_idle(session_id)
 
     async def aclose(self, timeout: float = 2.0) -> None:

@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode.settings import Settings
-from sessiontodo_opencode.sidecar import ListenError, start_sidecar
+from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
 
 log = logging.getLogger("sessiontodo_opencode")
 
@@ -59,6 +59,9 @@ def main() -> None:
     )
     try:
         asyncio.run(serve(settings))
+    except StartupError as error:
+        log.critical("%s", error)
+        sys.exit(1)
     except (OSError, ValueError) as error:  # the CA, certificate or token files
         sys.exit(f"sessiontodo-opencode: {error}")
     except ListenError as error:

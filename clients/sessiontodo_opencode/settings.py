@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
 from pydantic import AliasChoices, Field, SecretStr
@@ -65,12 +66,38 @@ class Settings(BaseSettings, ServiceConnection):
         description="Require HTTP basic auth with this password (as OpenCode's OPENCODE_SERVER_PASSWORD; prefer the "
         "environment to the command line).",
     )
+    insecure: bool = Field(
+        False, description="Allow binding a non-loopback --host without basic auth (OPENCODE_SERVER_PASSWORD)."
+    )
     allowed_hosts: list[str] = Field(
         [], description="Host names served besides IP addresses and localhost ('*': any; DNS rebinding protection)."
     )
     allowed_origins: list[str] = Field(
         [], description="Browser origins allowed besides the sidecar's own, with CORS ('*': any)."
     )
+
+    def refusal(self) -> str | None:
+        """Why these settings must not start a sidecar, or None.
+
+        Like sessiontodo's server (Redis's protected mode): anything reachable from other hosts needs
+        basic auth, unless ``--insecure`` says that is intended. (``opencode serve`` only warns.)
+        """
+        if _is_loopback(self.host) or self.insecure or self.server_password:  # "" is no password, as for OpenCode
+            return None
+        return (
+            f"refusing to listen on {self.host!r} without basic auth (OPENCODE_SERVER_PASSWORD): anyone who can reach "
+            "the port could read and change every session; set it, bind 127.0.0.1, or pass --insecure if the network "
+            "is trusted"
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve to anything
 
 
 class MirrorSettings(BaseSettings, ServiceConnection):

@@ -25,6 +25,10 @@ class ListenError(Exception):
     """The sidecar cannot listen on its address: taken, not an address of this host, or not permitted."""
 
 
+class StartupError(Exception):
+    """The settings must not start a sidecar (e.g. a public address without basic auth)."""
+
+
 class _Server(uvicorn.Server):
     """A uvicorn server that leaves signals to its owner, who ends the event streams before stopping."""
 
@@ -54,6 +58,8 @@ class RunningSidecar:
 
 async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSidecar:
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
+    if refusal := settings.refusal():
+        raise StartupError(refusal)
     if settings.port:
         # Probe first: uvicorn reports a taken port only with a log line and SystemExit.
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sessiontodo_client import NotFound, Todo, TodoClient, TodoPriority, TodoStatus
-from support import eventually, free_port
+from support import ServerProcess, eventually, free_port
 
 WAIT = 30.0
 """Seconds to wait for an eventual outcome: proxies and agents are separate processes on a busy machine."""
@@ -326,6 +326,46 @@ async def test_plans_reach_the_editor_while_sessiontodo_is_down_and_are_stored_o
         running = await start(port=port)
         async with TodoClient.connect(running.address) as client:
             await soon(lambda: _stored_equals(client, session_id, [("final", TodoStatus.PENDING, TodoPriority.MEDIUM)]))
+
+
+async def test_the_latest_plan_that_gave_up_while_sessiontodo_was_down_is_stored_once_it_is_back(
+    tmp_path: Path, open_editor
+) -> None:
+    flags = ("--store", f"sqlite:///{tmp_path / 'todos.db'}", "--shutdown-grace", "1")
+    server = await asyncio.to_thread(ServerProcess(*flags).start)
+    quick_give_up = {
+        "SESSIONTODO_ACP_RETRY_INITIAL": "0.05",
+        "SESSIONTODO_ACP_RETRY_MAX": "0.2",
+        "SESSIONTODO_ACP_RETRY_ATTEMPTS": "3",
+    }
+    try:
+        async with (
+            open_editor(server.address, **quick_give_up) as proxied,
+            TodoClient.connect(server.address) as client,
+        ):
+            kept, deleted = await proxied.new_session(), await proxied.new_session()
+            await proxied.send_plans(kept, [entry("v1")])
+            await proxied.send_plans(deleted, [entry("d1")])
+            await soon(lambda: _stored_contents(client, kept, ["v1"]))
+            await soon(lambda: _stored_contents(client, deleted, ["d1"]))
+            revision_of_v1 = (await client.get_todos(kept)).revision
+
+            assert await asyncio.to_thread(server.stop) == 0
+            await proxied.send_plans(kept, [entry("v2")], [entry("v3")])
+            await proxied.send_plans(deleted, [entry("d2")])
+            await proxied.logged(f"session {kept}: storing a plan of 1 entries failed after 2 retries; kept")
+            await proxied.logged(f"session {deleted}: storing a plan of 1 entries failed after 2 retries; kept")
+            assert await proxied.request("session/delete", {"sessionId": deleted}) == {}
+            await proxied.logged(f"session {deleted}: removing the deleted session failed after")
+
+            server = await asyncio.to_thread(ServerProcess(*flags, port=server.port).start)
+            await soon(lambda: _stored_contents(client, kept, ["v3"]))
+            await proxied.logged(f"session {kept}: the agent's plan is stored again; mirroring resumes")
+
+            assert (await client.get_todos(kept)).revision == revision_of_v1 + 1, "v2 never overwrote anything"
+            assert await _stored_contents(client, deleted, ["d1"]), "nothing was sent for the deleted session"
+    finally:
+        server.stop()
 
 
 async def test_unknown_methods_reach_the_agent_and_their_answers_reach_the_editor(server, open_editor) -> None:

@@ -1,4 +1,5 @@
-"""The proxy's per-session job queues: order, the latest plan wins, bounded retries, nothing stuck."""
+"""The proxy's per-session job queues: order, the latest plan wins, bounded retries, nothing stuck, and a
+plan that ran out of retries while sessiontodo was down is still sent once it is back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import grpc
 
 from sessiontodo_acp._session_jobs import SessionJobs
 from sessiontodo_client import RetryPolicy, ServiceError
+from support import eventually
 
 FAST = RetryPolicy(attempts=5, initial=0.001, maximum=0.005, deadline=5.0)
 
@@ -83,6 +85,52 @@ async def test_a_failing_plan_gives_way_at_once_to_a_removal_queued_behind_it() 
     assert calls[-1:] == ["delete"] and "later plan" not in calls
     assert len(calls) < 100, "the failing plan stopped retrying once it was moot"
     assert failures == []
+    await jobs.aclose()
+
+
+def unavailable_until(up: asyncio.Event, stored: list[str], name: str) -> Callable[[], Awaitable[None]]:
+    """A write that fails with UNAVAILABLE until ``up`` is set, then records ``name`` as stored."""
+
+    async def job() -> None:
+        if not up.is_set():
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "down")
+        stored.append(name)
+
+    return job
+
+
+async def test_a_plan_that_ran_out_of_retries_while_sessiontodo_was_down_is_stored_once_it_is_back() -> None:
+    jobs, up, stored, failures = SessionJobs(FAST), asyncio.Event(), list[str](), list[Exception]()
+    jobs.submit("s", unavailable_until(up, stored, "plan"), "plan", replaceable=True, on_failure=failures.append)
+    jobs.submit("s", succeeding(stored, "release"), "release")
+    await eventually(lambda: len(failures) == 1)  # reported (the mirror pauses) after FAST.attempts tries
+
+    assert not await jobs.wait_all_idle(0.05), "the plan is kept, and the release waits behind it"
+    up.set()
+    assert await jobs.wait_all_idle(5)
+    assert stored == ["plan", "release"]
+    assert len(failures) == 1
+    await jobs.aclose()
+
+
+async def test_a_kept_plan_gives_way_to_a_newer_plan_and_a_removal_drops_it() -> None:
+    jobs, up, stored, failures = SessionJobs(FAST), asyncio.Event(), list[str](), list[Exception]()
+    for session_id in ("replaced", "removed"):
+        jobs.submit(
+            session_id,
+            unavailable_until(up, stored, f"old plan of {session_id}"),
+            "old plan",
+            replaceable=True,
+            on_failure=failures.append,
+        )
+    await eventually(lambda: len(failures) == 2)
+    jobs.submit("replaced", unavailable_until(up, stored, "new plan of replaced"), "new plan", replaceable=True)
+    jobs.submit("removed", succeeding(stored, "removal of removed"), "removal", supersedes=True)
+    await eventually(lambda: (jobs.pending("replaced"), jobs.pending("removed")) == (1, 0))  # the old plans gave way
+
+    up.set()
+    assert await jobs.wait_all_idle(5)
+    assert sorted(stored) == ["new plan of replaced", "removal of removed"], "no old plan was sent"
     await jobs.aclose()
 
 

@@ -1,5 +1,6 @@
-"""The sidecar's HTTP front door: Host and Origin checks, basic auth as OpenCode does it;
-and the sidecar process reaching a sessiontodo server that needs TLS and a token."""
+"""The sidecar's HTTP front door: Host and Origin checks, basic auth as OpenCode does it, the
+protected default on public addresses; and the sidecar process reaching a sessiontodo server that
+needs TLS and a token."""
 
 from __future__ import annotations
 
@@ -7,17 +8,21 @@ import asyncio
 import base64
 import hashlib
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from certificates import CertificateAuthority
 from sessiontodo_client import ChannelSecurity, TodoClient
-from sessiontodo_opencode import RunningSidecar
+from sessiontodo_opencode import RunningSidecar, Settings
 from sessiontodo_opencode.guard import host_allowed, origin_allowed
+from sessiontodo_opencode.sidecar import StartupError
 from sessiontodo_server.app import RunningServer
 from support import ROOT, eventually, free_port, run_node_suite
 
@@ -134,6 +139,83 @@ async def test_the_opencode_sdk_works_against_a_sidecar_with_basic_auth(launch_s
     )
 
     run.assert_all_passed(at_least=3)
+
+
+# The protected default: like sessiontodo's server (and unlike `opencode serve`, which only warns)
+
+
+@pytest.mark.parametrize("password", [None, ""])
+def test_a_sidecar_on_a_public_address_without_basic_auth_refuses_to_start(password: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONTODO_OPENCODE_", "OPENCODE_SERVER_"))}
+    if password is not None:
+        env["OPENCODE_SERVER_PASSWORD"] = password  # empty: no basic auth, as for OpenCode
+    result = subprocess.run(
+        [sys.executable, "-m", "sessiontodo_opencode", "--host", "0.0.0.0", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert (
+        "CRITICAL sessiontodo_opencode: refusing to listen on '0.0.0.0' without basic auth "
+        "(OPENCODE_SERVER_PASSWORD):" in result.stderr
+    )
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("host", "refused"),
+    [
+        ("127.0.0.1", False),
+        ("127.8.9.10", False),
+        ("::1", False),
+        ("localhost", False),
+        ("0.0.0.0", True),
+        ("::", True),
+        ("10.0.0.7", True),
+        ("todos.internal", True),
+    ],
+)
+def test_only_loopback_addresses_may_go_without_basic_auth(
+    host: str, refused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENCODE_SERVER_PASSWORD", "SESSIONTODO_OPENCODE_SERVER_PASSWORD", "SESSIONTODO_OPENCODE_INSECURE"):
+        monkeypatch.delenv(name, raising=False)
+
+    assert (settings(host=host).refusal() is not None) is refused
+    assert settings(host=host, server_password=SecretStr("pw")).refusal() is None
+    assert settings(host=host, insecure=True).refusal() is None
+
+
+def test_the_environment_can_opt_out_of_the_protected_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SESSIONTODO_OPENCODE_HOST", "0.0.0.0")
+    monkeypatch.setenv("SESSIONTODO_OPENCODE_INSECURE", "true")
+
+    assert settings().refusal() is None
+
+
+def settings(**values: Any) -> Settings:
+    return Settings(**values)
+
+
+async def test_basic_auth_or_an_explicit_insecure_flag_lets_it_listen_publicly(launch_sidecar: Launch) -> None:
+    with pytest.raises(StartupError, match="pass --insecure if the network is trusted"):
+        await launch_sidecar(host="0.0.0.0")
+    for public in (
+        await launch_sidecar(host="0.0.0.0", insecure=True),
+        await launch_sidecar(host="0.0.0.0", server_password=PASSWORD),
+    ):
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{public.port}", timeout=10.0) as http:
+            response = await http.post(
+                "/session",
+                json={"id": f"ses_public_{public.port}"},
+                headers={"authorization": basic("opencode", PASSWORD)},
+            )
+        assert response.status_code == 200, response.text
 
 
 async def test_the_sidecar_process_reaches_a_server_that_needs_tls_and_a_token(
