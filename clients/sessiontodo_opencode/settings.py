@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
+from sessiontodo_client.security import is_loopback_host
 
 
 class Settings(BaseSettings, ServiceConnection):
@@ -82,22 +82,13 @@ class Settings(BaseSettings, ServiceConnection):
         Like sessiontodo's server (Redis's protected mode): anything reachable from other hosts needs
         basic auth, unless ``--insecure`` says that is intended. (``opencode serve`` only warns.)
         """
-        if _is_loopback(self.host) or self.insecure or self.server_password:  # "" is no password, as for OpenCode
+        if is_loopback_host(self.host) or self.insecure or self.server_password:  # "" is no password, as for OpenCode
             return None
         return (
             f"refusing to listen on {self.host!r} without basic auth (OPENCODE_SERVER_PASSWORD): anyone who can reach "
             "the port could read and change every session; set it, bind 127.0.0.1, or pass --insecure if the network "
             "is trusted"
         )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve to anything
 
 
 class MirrorSettings(BaseSettings, ServiceConnection):
