@@ -138,6 +138,9 @@ class AcpPlanProxy:
         """Load gRPC and the ACP SDK off the event loop, connect (lazily), then observe from the backlog on."""
         try:
             await self._load_mirror()
+        except ValueError as error:  # settings the client refuses, such as a token in plaintext to another host
+            self._backlog = None
+            log.error("not mirroring plans: %s; forwarding only", error)
         except Exception:
             self._backlog = None
             log.exception("could not start mirroring plans; forwarding only")

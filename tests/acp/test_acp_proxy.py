@@ -408,6 +408,31 @@ async def test_a_line_from_the_agent_over_the_limit_is_refused_whole_too(raw_pro
     assert stdout == after
 
 
+async def test_a_token_in_plaintext_to_another_host_is_one_error_line_and_the_agent_still_works() -> None:
+    agent = [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"]
+    process = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "sessiontodo_acp", "--", *agent],
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "todos.example:50051", "SESSIONTODO_ACP_TOKEN": "secret"},
+    )
+    assert process.stdin is not None and process.stderr is not None
+    try:
+        line = await asyncio.wait_for(process.stderr.readline(), 30)
+        while b"mirroring" not in line:
+            line = await asyncio.wait_for(process.stderr.readline(), 30)
+        assert b"refusing to send a bearer token in plaintext to todos.example:50051" in line
+        assert b"forwarding only" in line
+        stdout, stderr = await asyncio.wait_for(process.communicate(b'{"jsonrpc":"2.0","method":"x"}\n'), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0 and stdout == b'{"jsonrpc":"2.0","method":"x"}\n'
+    assert b"Traceback" not in stderr and b"secret" not in stderr
+
+
 async def test_the_proxy_exits_with_the_agents_exit_code(raw_proxy) -> None:
     code, stdout = await raw_proxy([sys.executable, "-c", "import sys; sys.exit(7)"], b"")
     assert (code, stdout) == (7, b"")
