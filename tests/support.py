@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -92,6 +93,18 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def terminate(process: subprocess.Popen[Any], timeout: float = 15.0) -> bool:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout``; whether SIGTERM was enough."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
 
 
 async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0, interval: float = 0.02) -> None:

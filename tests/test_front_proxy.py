@@ -20,7 +20,7 @@ import pytest
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import NotFound, Todo, TodoClient
-from support import ROOT, ServerProcess, free_port, wait_until_serving
+from support import ROOT, ServerProcess, free_port, terminate, wait_until_serving
 
 CONFIG = ROOT / "docs" / "front" / "haproxy.cfg"
 CREATE_SESSION = "/sessiontodo.v1.TodoService/CreateSession"
@@ -76,13 +76,7 @@ class Front:
 
     def __exit__(self, *exc_info: object) -> None:
         assert self._process is not None
-        self._process.terminate()
-        try:
-            self._process.wait(15)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-            raise
+        assert terminate(self._process), "haproxy ignored SIGTERM"
 
 
 @pytest.fixture

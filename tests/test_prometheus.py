@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from sessiontodo_client import NotFound, Todo, TodoClient
-from support import ServerProcess, free_port
+from support import ServerProcess, free_port, terminate
 
 
 def prometheus_binary() -> str:
@@ -49,12 +49,7 @@ class Prometheus:
 
     def __exit__(self, *exc_info: object) -> None:
         assert self._process is not None
-        self._process.terminate()
-        try:
-            self._process.wait(15)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        terminate(self._process)
 
     async def query(self, expression: str) -> list[dict[str, object]]:
         """The instant vector of a PromQL expression (empty while the server is not ready)."""
