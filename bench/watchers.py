@@ -87,7 +87,12 @@ class _Stop(Exception):
 
 
 async def hold(address: str, ids: list[str], report: bool, on_etcd: bool = False) -> None:
-    channels = [grpc.aio.insecure_channel(address) for _ in range(0, len(ids), STREAMS_PER_CHANNEL)]
+    # Each channel its own connection: channels to one address otherwise share one, and the server
+    # lets a connection have at most --max-streams-per-connection (1000) calls at once.
+    own_connection = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [
+        grpc.aio.insecure_channel(address, options=own_connection) for _ in range(0, len(ids), STREAMS_PER_CHANNEL)
+    ]
     arrivals = _Arrivals(len(ids), report)
     ready: asyncio.Queue[None] = asyncio.Queue()
     stdin_closed = asyncio.Event()
