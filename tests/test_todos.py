@@ -51,3 +51,15 @@ def test_update_and_remove_of_an_unknown_todo_are_not_found() -> None:
 
 def test_remove_keeps_the_order_of_the_rest() -> None:
     assert ops.remove((*LIST, Todo("c", "gamma")), "s", "b") == (LIST[0], Todo("c", "gamma"))
+
+
+def test_the_list_limit_counts_utf8_bytes_and_an_update_may_not_outgrow_it() -> None:
+    assert ops.todo_bytes(Todo("t", "abc")) == 1 + 3
+    assert ops.todo_bytes(Todo("t", "é" * 10)) == 1 + 20  # two bytes each in UTF-8
+    limits = Limits(max_list_bytes=30)
+    todos = (Todo("a", "x" * 10), Todo("b", "y"))
+    grown, _ = ops.update(todos, "s", "b", "é" * 9, None, None, limits)  # 1 + 18 bytes: 30 in all
+    with pytest.raises(InvalidArgument):
+        ops.update(grown, "s", "b", "é" * 10, None, None, limits)  # 32 in all
+    shrunk, _ = ops.update(grown, "s", "a", "x", None, None, limits)
+    assert [todo.content for todo in shrunk] == ["x", "é" * 9]

@@ -37,7 +37,7 @@ def list_bytes(todos: Sequence[Todo]) -> int:
     """Text and per-todo cost of a list (with builtins over the whole list: a write of 1000 todos
     pays for this on every commit)."""
     text = sum(map(len, map(_content, todos))) + sum(map(len, map(_id, todos)))
-    metadata = sum(len(k) + len(v) for m in map(_metadata, todos) if m for k, v in m.items())
+    metadata = sum(len(k) + len(v) for m in filter(None, map(_metadata, todos)) for k, v in m.items())
     return TODO_OVERHEAD * len(todos) + text + metadata
 
 

@@ -309,8 +309,10 @@ def _materialize(draft: TodoDraft) -> Todo:
 
 
 def todo_bytes(todo: Todo) -> int:
-    """What one todo counts towards ``max_list_bytes``."""
-    return len(todo.content.encode()) + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+    """What one todo counts towards ``max_list_bytes`` (UTF-8 bytes; ASCII text is counted without encoding it)."""
+    content = todo.content
+    text = len(content) if content.isascii() else len(content.encode())
+    return text + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
 
 
 def _list_bytes(todos: tuple[Todo, ...]) -> int:
@@ -396,7 +398,8 @@ def update(
     if new == old:
         return todos, old
     updated = (*todos[:position], new, *todos[position + 1 :])
-    _check_size(updated, limits, "content")
+    if todo_bytes(new) > todo_bytes(old):  # else the list cannot have outgrown its limit
+        _check_size(updated, limits, "content")
     return updated, new
 
 

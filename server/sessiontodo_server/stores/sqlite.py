@@ -37,7 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget, list_bytes
+from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, TODO_OVERHEAD, MemoryBudget, list_bytes
 from sessiontodo_server.errors import Unavailable
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
 from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos
@@ -90,8 +90,9 @@ ONE_ROW_BYTES = 16 * 1024
 
 
 def _in_rows(todos: Sequence[Todo]) -> bool:
-    """The form a list is stored in follows from its size alone (``_load`` makes older files agree)."""
-    return list_bytes(todos) > ONE_ROW_BYTES
+    """The form a list is stored in follows from its size alone (``_load`` makes older files agree);
+    a long list is big by its count alone, without a pass over its todos."""
+    return TODO_OVERHEAD * len(todos) > ONE_ROW_BYTES or list_bytes(todos) > ONE_ROW_BYTES
 
 
 def _dump_result(result: AddResult) -> str:
