@@ -19,6 +19,8 @@ Fault = Callable[[ServerProcess], Awaitable[ServerProcess]]
 """Does something to the server; returns the server to use afterwards (a restarted one)."""
 
 SESSIONS = ("alpha", "beta", "gamma")
+BIG = "gamma"
+"""The session whose list is big, and edited a todo at a time."""
 WRITES_PER_PHASE = 25
 
 
@@ -34,6 +36,44 @@ async def write_until(client: TodoClient, log: SessionLog, stop: asyncio.Event) 
             await asyncio.sleep(0.05)  # the server is down: this write was not acknowledged
             continue
         log.acknowledged[written.revision] = as_list(written.todos)
+
+
+async def edit_big_list_until(client: TodoClient, log: SessionLog, stop: asyncio.Event) -> None:
+    """A list big enough for the sqlite journal's row-per-todo form, now and then a short one
+    (the two forms in turn), edited one todo at a time in between: adds in the middle, updates,
+    removals. After a write that was not acknowledged the list is replaced again, since whether
+    that write landed is unknown."""
+    n, known = 0, False
+    todos: list[Todo] = []
+    while not stop.is_set():
+        n += 1
+        try:
+            if not known or n % 4 == 0:
+                size = 3 if n % 12 == 0 else 18
+                todos = [
+                    Todo(id=f"t{n}-{i}", content=f"{log.session_id}/{n}/{i}".ljust(1000, ".")) for i in range(size)
+                ]
+                revision = (await client.replace_todos(log.session_id, todos)).revision
+            elif n % 4 == 1:
+                added = Todo(id=f"a{n}", content=f"{log.session_id}/{n}/added")
+                result = await client.add_todo(log.session_id, added, index=len(todos) // 2)
+                todos.insert(result.index, result.todo)
+                revision = result.revision
+            elif n % 4 == 2 or len(todos) < 2:
+                target = todos[n % len(todos)]
+                updated = await client.update_todo(log.session_id, target.id, content=f"{log.session_id}/{n}/edited")
+                todos[todos.index(target)] = updated.todo
+                revision = updated.revision
+            else:
+                target = todos[n % len(todos)]
+                revision = await client.remove_todo(log.session_id, target.id)
+                todos.remove(target)
+        except ServiceError:
+            known = False
+            await asyncio.sleep(0.05)
+            continue
+        known = True
+        log.acknowledged[revision] = as_list(todos)
 
 
 async def follow(client: TodoClient, log: SessionLog, delay: float = 0.0) -> None:
@@ -70,7 +110,10 @@ async def run_through_faults(start: Callable[[], ServerProcess], faults: list[Fa
     async with TodoClient.connect(server.address) as client:
         for session_id in SESSIONS:
             await client.create_session(session_id)
-        writers = [asyncio.create_task(write_until(client, log, stop)) for log in logs.values()]
+        writers = [
+            asyncio.create_task((edit_big_list_until if session_id == BIG else write_until)(client, log, stop))
+            for session_id, log in logs.items()
+        ]
         consumers = [
             asyncio.create_task(task)
             for log in logs.values()
