@@ -184,8 +184,8 @@ class TodoBridge:
         Raises ``InvalidArgument`` (nothing changed) or ``NotFound``.
         """
         current = await self._client.get_todos(self._opencode_id(session_id))
-        kept = {todo.id: todo.metadata for todo in current.todos}
-        replacement = [todo_to_service(todo, kept.get(todo.id)) for todo in todos]
+        stored = {todo.id: todo for todo in current.todos}
+        replacement = [todo_to_service(todo, stored.get(todo.id)) for todo in todos]
         written = await self._client.replace_todos(session_id, replacement, origin=ORIGIN)
         if written.revision > current.revision:
             await self._delivered(session_id, written.revision)

@@ -4,7 +4,8 @@ Status and priority: OpenCode's four/three known words are sessiontodo's enum va
 other string (upstream stores what the model wrote) is kept in the todo's metadata under
 ``opencode.status`` / ``opencode.priority`` beside the stand-in ``pending`` / ``medium``, and
 comes back as given as long as the stand-in is unchanged (a gRPC writer that sets another
-status has decided).
+status has decided). A status or priority that a newer sessiontodo added (a number) is shown as
+the stand-in too, and kept when a list comes back with the stand-in unchanged.
 
 Sessions: OpenCode's title, directory, project and slug are session labels; the times are
 the session's own.
@@ -13,7 +14,7 @@ the session's own.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import sessiontodo_client as service
@@ -47,22 +48,26 @@ def todo_from_service(todo: service.Todo) -> Todo:
     )
 
 
-def todo_to_service(todo: Todo, kept: Mapping[str, str] | None = None) -> service.Todo:
-    """The service's todo; ``kept``: metadata of the stored todo with the same id, kept as it was."""
-    metadata = {key: value for key, value in (kept or {}).items() if key not in (STATUS_KEY, PRIORITY_KEY)}
+def todo_to_service(todo: Todo, stored: service.Todo | None = None) -> service.Todo:
+    """The service's todo; ``stored``: the stored todo with the same id, whose metadata is kept
+    as it was, and whose newer status or priority number is kept while its stand-in is unchanged."""
+    kept = stored.metadata if stored is not None else {}
+    metadata = {key: value for key, value in kept.items() if key not in (STATUS_KEY, PRIORITY_KEY)}
     if todo.status not in KNOWN_STATUSES:
         metadata[STATUS_KEY] = todo.status
     if todo.priority not in KNOWN_PRIORITIES:
         metadata[PRIORITY_KEY] = todo.priority
-    return service.Todo(
-        id=todo.id,
-        content=todo.content,
-        status=service.TodoStatus(todo.status) if todo.status in KNOWN_STATUSES else service.TodoStatus.PENDING,
-        priority=(
-            service.TodoPriority(todo.priority) if todo.priority in KNOWN_PRIORITIES else service.TodoPriority.MEDIUM
-        ),
-        metadata=metadata,
+    status: service.TodoStatus | int = (
+        service.TodoStatus(todo.status) if todo.status in KNOWN_STATUSES else service.TodoStatus.PENDING
     )
+    priority: service.TodoPriority | int = (
+        service.TodoPriority(todo.priority) if todo.priority in KNOWN_PRIORITIES else service.TodoPriority.MEDIUM
+    )
+    if stored is not None and isinstance(stored.status, int) and status is service.TodoStatus.PENDING:
+        status = stored.status
+    if stored is not None and isinstance(stored.priority, int) and priority is service.TodoPriority.MEDIUM:
+        priority = stored.priority
+    return service.Todo(id=todo.id, content=todo.content, status=status, priority=priority, metadata=metadata)
 
 
 def todos_from_service(todos: Iterable[service.Todo]) -> list[Todo]:

@@ -13,7 +13,7 @@ from opencode_support import create, todos
 
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
-from sessiontodo_opencode.translate import todo_from_service
+from sessiontodo_opencode.translate import todo_from_service, todo_to_service
 from support import ServerProcess
 
 
@@ -246,6 +246,14 @@ async def test_a_grpc_writer_that_changes_the_status_overrides_the_kept_unknown_
 def test_a_status_and_priority_a_newer_sessiontodo_added_are_shown_to_opencode_as_pending_and_medium() -> None:
     shown = todo_from_service(Todo(id="t", content="x", status=7, priority=9))
     assert (shown.status, shown.priority) == ("pending", "medium")
+
+
+def test_a_newer_status_and_priority_survive_a_list_written_back_with_their_stand_ins() -> None:
+    stored = Todo(id="t", content="x", status=7, priority=9)
+    kept = todo_to_service(todo_from_service(stored).model_copy(update={"content": "edited"}), stored)
+    assert (kept.content, kept.status, kept.priority) == ("edited", 7, 9)
+    decided = todo_to_service(todo_from_service(stored).model_copy(update={"status": "completed"}), stored)
+    assert (decided.status, decided.priority) == (TodoStatus.COMPLETED, 9)
 
 
 async def test_creating_a_session_without_a_body_generates_its_id(http: httpx.AsyncClient, client: TodoClient) -> None:
