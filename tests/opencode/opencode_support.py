@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from support import eventually
+
 SKIPPED = {"server.heartbeat", "session.created", "session.updated", "session.deleted", "todo.updated"}
 
 
@@ -73,6 +75,18 @@ async def create(http: httpx.AsyncClient, session_id: str, parent_id: str | None
     body: dict[str, str] = {"id": session_id} | ({"parentID": parent_id} if parent_id else {})
     response = await http.post("/session", json=body)
     assert response.status_code == 200, response.text
+
+
+async def create_once_serving(http: httpx.AsyncClient, session_id: str, timeout: float) -> None:
+    """``POST /session`` through a sidecar process that may still be starting, retried until it succeeds."""
+
+    async def created() -> bool:
+        try:
+            return (await http.post("/session", json={"id": session_id})).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await eventually(created, timeout=timeout)
 
 
 async def put(http: httpx.AsyncClient, session_id: str, *texts: str) -> None:

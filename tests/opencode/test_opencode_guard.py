@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from opencode_support import create_once_serving
 from pydantic import SecretStr
 
 from certificates import CertificateAuthority
@@ -24,7 +25,7 @@ from sessiontodo_opencode import RunningSidecar, Settings
 from sessiontodo_opencode.guard import host_allowed, origin_allowed
 from sessiontodo_opencode.sidecar import StartupError
 from sessiontodo_server.app import RunningServer
-from support import ROOT, eventually, free_port, run_node_suite
+from support import ROOT, free_port, run_node_suite
 
 Launch = Callable[..., Awaitable[RunningSidecar]]
 PASSWORD = "correct horse battery staple"
@@ -247,14 +248,7 @@ async def test_the_sidecar_process_reaches_a_server_that_needs_tls_and_a_token(
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as http:
-
-            async def created() -> bool:
-                try:
-                    return (await http.post("/session", json={"id": "ses_tls"})).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await eventually(created, timeout=30)
+            await create_once_serving(http, "ses_tls", timeout=30)
             written = await http.put(
                 "/session/ses_tls/todo", json=[{"content": "through TLS", "status": "pending", "priority": "low"}]
             )

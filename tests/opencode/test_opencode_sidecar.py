@@ -8,7 +8,7 @@ import signal
 import sys
 
 import httpx
-from opencode_support import EventFeed, todos
+from opencode_support import EventFeed, create_once_serving, todos
 
 from sessiontodo_server.app import RunningServer
 from support import ROOT, eventually, free_port
@@ -30,14 +30,7 @@ async def test_the_sidecar_process_serves_opencode_routes_and_stops_cleanly_on_s
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as http:
-
-            async def serving() -> bool:
-                try:
-                    return (await http.post("/session", json={"id": "ses_a"})).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await eventually(serving, timeout=15.0)
+            await create_once_serving(http, "ses_a", timeout=15.0)
             assert (await http.put("/session/ses_a/todo", json=todos("x"))).status_code == 200
             async with http.stream("GET", "/event", params={"sessionID": "ses_a"}) as response:
                 feed = EventFeed(response)
