@@ -33,7 +33,7 @@ from report import Row, median, percentile
 from sessiontodo.v1 import todo_service_pb2 as pb
 from throughput import Target, rotated, todo_list
 from watchers import WatcherProcess
-from watching import READ_TIMEOUT, numbered_write, write_to_watch_latencies
+from watching import numbered_write, time_to_reach_all, write_to_watch_latencies
 
 COMPETITOR = "etcd"
 FLOOR = "echo"
@@ -224,22 +224,7 @@ async def reach_latencies(contender: Contender, watchers: int, samples: int, cpu
     """Seconds from starting a write until the last of ``watchers`` watches of its key has it."""
     key = await contender.fresh_key("reach")
     holders = [await contender.watchers(key, min(500, watchers - first), cpus) for first in range(0, watchers, 500)]
-    latencies = []
-    try:
-        for number in range(samples):
-            started = time.monotonic_ns()
-            revision = await contender.write(key, number)
-            reached = 0
-            for holder in holders:
-                seen = 0
-                while seen < revision:
-                    seen, at = await asyncio.wait_for(holder.next_report(), READ_TIMEOUT)
-                reached = max(reached, at)
-            latencies.append((reached - started) / 1e9)
-    finally:
-        for holder in holders:
-            await holder.stop()
-    return latencies
+    return await time_to_reach_all(holders, lambda number: contender.write(key, number), samples)
 
 
 @dataclass

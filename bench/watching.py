@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -217,11 +217,25 @@ async def delivery_latencies(target: Target, watchers: int, samples: int, cpus: 
         )
         for first in range(0, watchers, 500)
     ]
+
+    async def write(number: int) -> int:
+        return (await target.stub.ReplaceTodos(numbered_write(session_id, number))).revision
+
+    latencies = await time_to_reach_all(holders, write, samples)
+    await target.stub.RemoveSession(pb.RemoveSessionRequest(session_id=session_id))
+    return latencies
+
+
+async def time_to_reach_all(
+    holders: Sequence[WatcherProcess], write: Callable[[int], Awaitable[int]], samples: int
+) -> list[float]:
+    """Seconds from starting each write (``write(number)`` returns its revision) until every
+    holder reports all its streams have it; the holders are stopped at the end."""
     latencies = []
     try:
         for number in range(samples):
             started = time.monotonic_ns()
-            revision = (await target.stub.ReplaceTodos(numbered_write(session_id, number))).revision
+            revision = await write(number)
             reached = 0
             for holder in holders:
                 seen = 0
@@ -232,7 +246,6 @@ async def delivery_latencies(target: Target, watchers: int, samples: int, cpus: 
     finally:
         for holder in holders:
             await holder.stop()
-    await target.stub.RemoveSession(pb.RemoveSessionRequest(session_id=session_id))
     return latencies
 
 
