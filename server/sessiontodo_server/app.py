@@ -251,7 +251,7 @@ async def start_server(
             settings.store,
             settings.history_limit,
             settings.feed_history,
-            MemoryBudget(settings.memory_budget, settings.memory_per_tenant),
+            settings.budget(),
             settings.durability,
         )
     )
@@ -306,7 +306,7 @@ async def _serve(
     hub = WatchHub(
         settings.watch_buffer,
         limits.max_watchers,
-        MemoryBudget(settings.memory_budget).buffers,
+        settings.budget().buffers,
         limits.max_watchers_per_tenant,
     )
     book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl, observer=metrics)
@@ -329,7 +329,7 @@ async def _serve(
     if metrics is not None and settings.metrics_port is not None:
         metrics.initialize(descriptor_pool.Default().FindServiceByName(SERVICE_NAME))
         metrics.observe_book(book)
-        metrics.observe_budget(MemoryBudget(settings.memory_budget), book)
+        metrics.observe_budget(settings.budget(), book)
         stop_metrics, metrics_port = serve_metrics(metrics, settings.metrics_host, settings.metrics_port)
         telemetry.callback(stop_metrics)
         counter = asyncio.create_task(count_sessions(metrics, book))

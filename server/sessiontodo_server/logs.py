@@ -7,12 +7,14 @@ together and next to its trace.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any, Literal
 
 LogFormat = Literal["text", "json"]
@@ -38,11 +40,20 @@ def note_request(request: object) -> None:
         rpc.session_id = getattr(request, "session_id", None)
 
 
-def _trace_id() -> str | None:
-    """The current OpenTelemetry trace id in hex, or None (no span, or no `tracing` extra)."""
+@functools.cache
+def _tracing() -> ModuleType | None:
+    """OpenTelemetry's trace API, imported on first use and once (a failed import is not remembered by Python)."""
     try:
         from opentelemetry import trace
-    except ImportError:
+    except ImportError:  # without the `tracing` extra
+        return None
+    return trace
+
+
+def _trace_id() -> str | None:
+    """The current OpenTelemetry trace id in hex, or None (no span, or no `tracing` extra)."""
+    trace = _tracing()
+    if trace is None:
         return None
     context = trace.get_current_span().get_span_context()
     return format(context.trace_id, "032x") if context.is_valid else None

@@ -1,6 +1,6 @@
 """What only the domain can see, reported through a hook so the domain imports no metrics library.
 
-The composition passes an implementation that counts (``metrics.BookMetrics``); the
+The composition passes an implementation that counts (``metrics.Metrics``); the
 default does nothing.
 """
 

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessiontodo_server.budget import DEFAULT_BUDGET
+from sessiontodo_server.budget import DEFAULT_BUDGET, MemoryBudget
 from sessiontodo_server.todos import Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
@@ -169,6 +169,9 @@ class Settings(BaseSettings):
             max_sessions_per_tenant=self.max_sessions_per_tenant,
             max_watchers_per_tenant=self.max_watchers_per_tenant,
         )
+
+    def budget(self) -> MemoryBudget:
+        return MemoryBudget(self.memory_budget, self.memory_per_tenant)
 
 
 def redact_url(url: str) -> str:
