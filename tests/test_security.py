@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import pytest
@@ -34,7 +34,7 @@ from sessiontodo_client import (
 )
 from sessiontodo_client.security import is_loopback
 from sessiontodo_server.app import RunningServer, StartupError
-from sessiontodo_server.auth import Role, required_role
+from sessiontodo_server.auth import AuthInterceptor, Role, required_role
 from sessiontodo_server.transport import SERVICE_NAME
 from support import ROOT, free_port
 
@@ -371,3 +371,28 @@ async def test_an_unusable_auth_file_stops_the_start_with_the_reason(start: Call
         await start(auth_file=bad)
     with pytest.raises(StartupError, match="cannot read auth file"):
         await start(auth_file=tmp_path / "missing.toml")
+
+
+class Details(NamedTuple):
+    """What grpc.aio hands an interceptor about a call (``grpc.HandlerCallDetails``)."""
+
+    method: str
+    invocation_metadata: tuple[tuple[str, str], ...]
+
+
+async def test_a_tenants_handler_is_made_once_so_the_observing_wrapping_is_reused(tmp_path: Path) -> None:
+    (tmp_path / "auth.toml").write_text(auth_toml(("t-acme", "acme", "writer"), ("t-beta", "beta", "writer")))
+    auth = AuthInterceptor(tmp_path / "auth.toml")
+    registered = grpc.unary_unary_rpc_method_handler(lambda request, context: None)
+    method = f"/{SERVICE_NAME}/GetTodos"
+
+    async def continuation(details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        return registered
+
+    def details(token: str) -> grpc.HandlerCallDetails:
+        return Details(method, (("authorization", f"Bearer {token}"),))
+
+    acme = [await auth.intercept_service(continuation, details("t-acme")) for _ in range(3)]
+    beta = await auth.intercept_service(continuation, details("t-beta"))
+    assert acme[0] is acme[1] is acme[2] and acme[0] is not registered
+    assert beta is not acme[0]

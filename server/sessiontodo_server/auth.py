@@ -212,6 +212,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, path: Path) -> None:
         self._path = path
         self._table = TokenTable.load(path)
+        self._as_tenant: dict[tuple[str, str], tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        """(method, tenant) -> (handler, the handler entering the tenant): made once, so that the
+        observing interceptor outside sees the same handler call after call and keeps its wrapping."""
         log.info("auth: %d tokens from %s", len(self._table), path)
 
     def reload(self) -> None:
@@ -239,4 +242,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return _denied(handler, grpc.StatusCode.PERMISSION_DENIED, method, why, token)
         if handler is None or not method.startswith(f"/{SERVICE_NAME}/"):
             return handler
-        return _as_tenant(handler, token.tenant)
+        cached = self._as_tenant.get((method, token.tenant))
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        entering = _as_tenant(handler, token.tenant)
+        self._as_tenant[method, token.tenant] = (handler, entering)
+        return entering

@@ -28,13 +28,18 @@ request_log = logging.getLogger(REQUEST_LOGGER)
 StatusHook = Callable[[grpc.StatusCode], None]
 """Told each rpc's final status code inside the rpc's context (tracing puts it on the span)."""
 
+_MOST_WRAPPED = 4096
+"""Wrapped handlers kept for reuse: far more than methods x tenants, and a bound under a flood of refusals."""
+
 
 class ObservingInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: Metrics | None, log_requests: bool, on_status: StatusHook | None = None) -> None:
         self._metrics = metrics
         self._log_requests = log_requests
         self._on_status = on_status
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._wrapped: dict[grpc.RpcMethodHandler, grpc.RpcMethodHandler] = {}
+        """Each handler the continuation gives (one per method, or per method and tenant), wrapped once;
+        emptied when it reaches ``_MOST_WRAPPED`` (refusals are a new handler each time)."""
 
     async def intercept_service(
         self,
@@ -44,12 +49,11 @@ class ObservingInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        method: str = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(method, handler)
-        self._wrapped[method] = (handler, wrapped)
+        wrapped = self._wrapped.get(handler)
+        if wrapped is None:
+            if len(self._wrapped) >= _MOST_WRAPPED:
+                self._wrapped.clear()
+            wrapped = self._wrapped[handler] = self._wrap(handler_call_details.method, handler)
         return wrapped
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
