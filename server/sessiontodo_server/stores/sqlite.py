@@ -109,8 +109,8 @@ log = logging.getLogger(__name__)
 Durability = Literal["process", "fsync"]
 _SYNCHRONOUS: dict[Durability, str] = {"process": "NORMAL", "fsync": "FULL"}
 
-_Record = Callable[[], None]
-"""One write's statements, run inside its batch's transaction."""
+_Record = Callable[[], int]
+"""One write's statements, run inside its batch's transaction; returns the feed cursor it reached."""
 
 PROBE_INTERVAL = 1.0
 """Seconds between probe writes while the file refuses writes."""
@@ -155,8 +155,9 @@ class SqliteJournal:
         """One transaction (and with ``fsync``, one fsync of the WAL) for the whole batch."""
         try:
             with self._transaction():  # commits on leaving
-                for record in records:
-                    record()
+                cursors = [record() for record in records]
+                if cursors:
+                    self._set_meta("feed_cursor", cursors[-1])  # once per batch: the last write's
         except sqlite3.Error:
             self._rollback()
             raise
@@ -289,7 +290,7 @@ class SqliteJournal:
     ) -> asyncio.Future[None]:
         return self._group.submit(partial(self._create_session, session_id, revision, info, cursor), done)
 
-    def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
+    def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> int:
         self._db.execute(
             "INSERT INTO sessions"
             " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
@@ -305,7 +306,7 @@ class SqliteJournal:
             ),
         )
         self._db.execute("DELETE FROM removed WHERE session_id = ?", (session_id,))
-        self._set_meta("feed_cursor", cursor)
+        return cursor
 
     def commit(
         self,
@@ -320,7 +321,7 @@ class SqliteJournal:
 
     def _commit(
         self, change: Change, before: tuple[Todo, ...], request: tuple[str, AddResult] | None, forget_before: int
-    ) -> None:
+    ) -> int:
         info = change.info
         assert info is not None
         self._db.execute(
@@ -329,7 +330,6 @@ class SqliteJournal:
         )
         if change.kind is not ChangeKind.SESSION_UPDATED:  # else the list is unchanged
             self._store_list(change.session_id, change.todos, before, change)
-        self._set_meta("feed_cursor", change.cursor)
         if request is not None:
             request_id, result = request
             self._db.execute(
@@ -339,6 +339,7 @@ class SqliteJournal:
             self._db.execute(
                 "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
             )
+        return change.cursor
 
     def _store_list(
         self, session_id: str, todos: Sequence[Todo], before: Sequence[Todo], change: Change | None = None
@@ -401,7 +402,7 @@ class SqliteJournal:
 
     def _remove_sessions(
         self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
-    ) -> None:
+    ) -> int:
         for chunk in _chunks(session_ids, 500):
             places = ",".join("?" * len(chunk))
             self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
@@ -411,7 +412,7 @@ class SqliteJournal:
             self._db.execute(f"DELETE FROM removed WHERE session_id IN ({','.join('?' * len(chunk))})", chunk)
         self._db.executemany("INSERT OR REPLACE INTO removed VALUES (?, ?)", marks)
         self._set_meta("removed_high_water", floor)
-        self._set_meta("feed_cursor", cursor)
+        return cursor
 
     def _transaction(self) -> sqlite3.Connection:
         """``with`` on a connection in autocommit mode needs an explicit BEGIN."""
