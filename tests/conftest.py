@@ -11,14 +11,7 @@ import pytest
 from certificates import CertificateAuthority, Issued
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer, start_server
-from sessiontodo_server.settings import Settings
-
-
-def make_settings(**overrides: Any) -> Settings:
-    """Test settings: memory store, a free port, no environment or flags read."""
-    values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "store": "memory://", "shutdown_grace": 1.0}
-    values.update(overrides)
-    return Settings(**values)
+from support import make_settings
 
 
 @pytest.fixture

@@ -19,7 +19,16 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from sessiontodo_server.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Test settings: memory store, a free port, no environment or flags read."""
+    values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "store": "memory://", "shutdown_grace": 1.0}
+    values.update(overrides)
+    return Settings(**values)
 
 
 def free_port() -> int:

@@ -5,7 +5,6 @@ The watch contract and the feed are run through both tenants at once."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
+from certificates import auth_toml
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
@@ -42,14 +42,8 @@ def token(tenant: str, role: str) -> str:
 @pytest.fixture
 def auth_file(tmp_path: Path) -> Path:
     path = tmp_path / "auth.toml"
-    path.write_text(
-        "".join(
-            f'[[token]]\nsha256 = "{hashlib.sha256(token(tenant, role).encode()).hexdigest()}"\n'
-            f'tenant = "{tenant}"\nrole = "{role}"\n'
-            for tenant in TENANTS
-            for role in ("writer", "admin")
-        )
-    )
+    entries = [(token(tenant, role), tenant, role) for tenant in TENANTS for role in ("writer", "admin")]
+    path.write_text(auth_toml(*entries))
     return path
 
 

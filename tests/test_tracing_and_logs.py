@@ -19,13 +19,8 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.app import RunningServer, start_server
 from sessiontodo_server.logs import REQUEST_LOGGER, JsonFormatter, RpcContextFilter
-from sessiontodo_server.settings import Settings
 from sessiontodo_server.tracing import provider_from_environment
-from support import ServerProcess
-
-
-def make_settings(**overrides: object) -> Settings:
-    return Settings(**{"host": "127.0.0.1", "port": 0, "store": "memory://", "shutdown_grace": 1.0, **overrides})  # type: ignore[arg-type]
+from support import ServerProcess, make_settings
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from sessiontodo_client.client import (
     todo_from_pb,
     todo_to_pb,
 )
+from sessiontodo_client.retry import TRANSIENT_CODES
 
 T = TypeVar("T")
 
@@ -151,7 +152,7 @@ class TodoCalls:
                         return
                 return
             except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                if error.code() not in TRANSIENT_CODES:
                     raise service_error(error) from None
                 time.sleep(retry.delay(attempt))
                 attempt += 1
@@ -196,7 +197,7 @@ class TodoCalls:
                         yield event
                 return
             except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                if error.code() not in TRANSIENT_CODES:
                     raise service_error(error) from None
                 if in_snapshot:  # a partial snapshot cannot be resumed: ask for a whole one
                     cursor, snapshot = "", True

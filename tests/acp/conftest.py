@@ -22,6 +22,7 @@ from acp.schema import (
 )
 
 import acp
+from support import eventually
 
 PLAN_AGENT = Path(__file__).with_name("plan_agent.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,20 +82,12 @@ class ProxiedEditor:
 
     async def logged(self, text: str) -> None:
         """Wait until the proxy has logged a line containing ``text``."""
-        await eventually_true(lambda: any(text in line for line in self.log))
+        await eventually(lambda: any(text in line for line in self.log), timeout=30.0)
 
     async def send_plans(self, session_id: str, *plans: list[dict[str, Any]]) -> None:
         """Have the test agent send these plans (entry JSON objects), in order, within one prompt."""
         text = TextContentBlock(type="text", text=json.dumps({"plans": list(plans)}))
         await asyncio.wait_for(self.conn.prompt(session_id=session_id, prompt=[text]), 30)
-
-
-async def eventually_true(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        assert loop.time() < deadline, "not within the time bound"
-        await asyncio.sleep(0.05)
 
 
 async def _collect(stream: asyncio.StreamReader, lines: list[str]) -> None:
