@@ -50,7 +50,7 @@ async def test_history_is_bounded_by_bytes_oldest_first_and_resumes_with_a_reset
     await store.open()
     await store.create_session("s", SessionInfo(), 10, "")
     changes = [await commit_big(store, "s", n) for n in range(30)]
-    _, retained = store.memory_held
+    _, retained = store.held_bytes()
     assert retained <= budget.history
     assert await store.changes_after("s", changes[0].revision) is None  # gone: the watcher gets a RESET
     assert await store.changes_after("s", changes[-2].revision) == [changes[-1]]
@@ -62,9 +62,9 @@ async def test_removing_a_session_lets_go_of_its_list_history_and_feed() -> None
     await store.create_session("s", SessionInfo(), 10, "")
     for n in range(5):
         await commit_big(store, "s", n)
-    assert store.memory_held[0] > MIB
+    assert store.held_bytes()[0] > MIB
     await store.remove_session("s", RemovalReason.REMOVED)
-    lists, retained = store.memory_held
+    lists, retained = store.held_bytes()
     assert lists == 0 and retained < 4096  # only the small lifecycle changes remain
 
 

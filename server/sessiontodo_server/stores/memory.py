@@ -343,18 +343,22 @@ class MemoryStore:
         return removals
 
     def _apply_removal(self, removals: list[Change], marks: list[tuple[str, int]]) -> None:
-        session_ids = [removal.session_id for removal in removals]
+        gone = {removal.session_id for removal in removals}
         self._removed_marks.update(marks)
-        for sid in session_ids:
+        for sid in gone:
             session = self._sessions.pop(sid)
-            self._lists_bytes -= session.size + session.requests_size
-            self._count_tenant(session, -(session.size + session.requests_size))
+            self._count_bytes(session, -session.size)
+            self._resize(session, -session.requests_size)
             for change in session.history or ():
                 self._retained.release(change)
-            del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
             if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
-        self._purge_feed(set(session_ids))
+        if len(gone) > 16:  # one pass, rather than a shift of the whole index per removed id
+            self._sorted_ids = [sid for sid in self._sorted_ids if sid not in gone]
+        else:
+            for sid in gone:
+                del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
+        self._purge_feed(gone)
         for removal in removals:
             self._record(removal)
         self._durable_cursor = removals[-1].cursor
@@ -551,11 +555,6 @@ class MemoryStore:
             if oldest in self._retained:  # held elsewhere than at a front: never expected, never loop on it
                 log.error("retained change %s@%d is at no front; trimming stopped", oldest.session_id, oldest.revision)
                 return
-
-    @property
-    def memory_held(self) -> tuple[int, int]:
-        """(bytes of lists, bytes of retained history and feed), as the budget counts them."""
-        return self._lists_bytes, self._retained.bytes
 
     def _remember(self, session: _Session, request_id: str, result: AddResult, now: float) -> None:
         if session.requests is None:
