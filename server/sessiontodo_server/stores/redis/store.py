@@ -379,7 +379,8 @@ class RedisStore:
     async def _resolve(self, change: Change) -> Change:
         """A feed entry whose list was too large for the feed, completed from the session's history;
         failing that (no longer kept), a RESET of the session's current state."""
-        entry = await self._within(self._scripts.entry([self._counters], self._args(change.session_id, change.cursor)))
+        args = self._args(change.session_id, change.cursor, change.revision)
+        entry = await self._within(self._scripts.entry([self._counters], args))
         if entry is not None:
             return decode_entry(entry)[0]
         (state,) = await self._within(self._read([change.session_id]))
