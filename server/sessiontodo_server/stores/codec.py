@@ -16,6 +16,7 @@ from typing import Any
 from sessiontodo_server.todos import Todo, TodoPriority, TodoStatus, frozen
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+encode_json = _encoder.encode
 _string = encode_basestring  # what that encoder does to a string, without its per-call set-up
 
 
@@ -50,4 +51,4 @@ def decode_todos(text: str | bytes) -> tuple[Todo, ...]:
 
 def encode_entries(entries: Mapping[str, str]) -> str:
     """Labels or metadata: a JSON object with sorted keys."""
-    return _encoder.encode(dict(sorted(entries.items())))
+    return encode_json(dict(sorted(entries.items())))

@@ -38,8 +38,8 @@ from sessiontodo_server.errors import (
 )
 from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, Written
-from sessiontodo_server.stores.codec import encode_entries, encode_todo, todo_from_fields
-from sessiontodo_server.stores.redis.entries import decode_entry, decode_result, decode_state, entry_cursor
+from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
+from sessiontodo_server.stores.redis.entries import _text, decode_entry, decode_result, decode_state, entry_cursor
 from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
 from sessiontodo_server.stores.redis.keys import parse_redis_url
 from sessiontodo_server.stores.redis.scripts import Scripts
@@ -92,13 +92,6 @@ def _unavailable(error: Exception) -> Unavailable:
     else:
         log.warning("redis call failed: %r", error)
     return Unavailable("the store is unreachable; retry")
-
-
-_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _text(reply: bytes | str) -> str:
-    return reply if isinstance(reply, str) else reply.decode()
 
 
 class RedisStore:
@@ -311,7 +304,7 @@ class RedisStore:
         operation, *operands = _operation(mutation)
         expected = "" if expected_revision is None else str(expected_revision)
         fingerprint = mutation.fingerprint if isinstance(mutation, AddTodo) else ""
-        header = _json([session_id, operation, expected, request_id, origin, repr(float(now)), fingerprint])
+        header = encode_json([session_id, operation, expected, request_id, origin, repr(float(now)), fingerprint])
         args = self._args(header, _limits(limits), *operands)
         try:  # what _reachable() does, spelled out on the hottest path
             async with asyncio.timeout(self._timeout):
@@ -386,7 +379,8 @@ class RedisStore:
     async def _resolve(self, change: Change) -> Change:
         """A feed entry whose list was too large for the feed, completed from the session's history;
         failing that (no longer kept), a RESET of the session's current state."""
-        entry = await self._within(self._scripts.entry([self._counters], self._args(change.session_id, change.cursor)))
+        args = self._args(change.session_id, change.cursor, change.revision)
+        entry = await self._within(self._scripts.entry([self._counters], args))
         if entry is not None:
             return decode_entry(entry)[0]
         (state,) = await self._within(self._read([change.session_id]))

@@ -25,6 +25,7 @@ MAX_TODOS, MAX_BYTES, MAX_METADATA, MAX_LABELS = tonumber(MAX_TODOS), tonumber(M
   tonumber(MAX_LABELS)
 local todos, ids = key('t', id), key('i', id)
 local kind, todo_id, index, added = nil, '', 0, nil
+local values = nil  -- a replace's encoded todos: the list as it now stands
 
 local function push_all(command, target, values)  -- in slices: unpack has a limit
   for first = 1, #values, 1000 do
@@ -33,7 +34,8 @@ local function push_all(command, target, values)  -- in slices: unpack has a lim
 end
 
 if op == 'replace' then
-  local values, pairs_, bytes = {}, {}, 0
+  local pairs_, bytes = {}, 0
+  values = {}
   for encoded in string.gmatch(ARGV[5], '[^\n]+') do  -- JSON escapes every newline inside a todo
     local todo = cjson.decode(encoded)
     values[#values + 1] = encoded
@@ -128,7 +130,9 @@ st.updated = now
 save(id, st)
 local behind = missed(current_cursor() + 1)
 local entry_head = head(id, kind, st.rev, todo_id, origin, '', st)
-local entry, cursor = publish(entry_head, todos_json(id))
+local list_json
+if values then list_json = '[' .. table.concat(values, ',') .. ']' else list_json = todos_json(id) end
+local entry, cursor = publish(entry_head, list_json)
 if HISTORY > 0 then
   redis.call('RPUSH', key('h', id), entry)
   redis.call('LTRIM', key('h', id), -HISTORY, -1)
