@@ -47,7 +47,7 @@ def entry_cursor(data: bytes) -> int:
 def decode_state(session_id: str, reply: list[Any]) -> SessionState:
     """A session from ``state_reply``: revision, parent, labels, created, updated, idle TTL, todos."""
     revision, parent, labels, created, updated, ttl, todos = reply
-    info = SessionInfo(_text(parent), frozen(json.loads(labels)), float(created), float(updated), float(ttl))
+    info = SessionInfo(as_text(parent), frozen(json.loads(labels)), float(created), float(updated), float(ttl))
     return SessionState(session_id, int(revision), tuple(map(todo_from_fields, json.loads(todos))), info)
 
 
@@ -56,5 +56,5 @@ def decode_result(data: bytes) -> AddResult:
     return AddResult(todo_from_fields(todo), index, revision, fingerprint)
 
 
-def _text(reply: bytes | str) -> str:
+def as_text(reply: bytes | str) -> str:
     return reply if isinstance(reply, str) else reply.decode()

@@ -39,7 +39,7 @@ from sessiontodo_server.errors import (
 from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
-from sessiontodo_server.stores.redis.entries import _text, decode_entry, decode_result, decode_state, entry_cursor
+from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
 from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
 from sessiontodo_server.stores.redis.keys import parse_redis_url
 from sessiontodo_server.stores.redis.scripts import Scripts
@@ -178,8 +178,8 @@ class RedisStore:
             log.info("carried the global list over from the 0.1 layout to %r", GLOBAL_SESSION_ID)
         if migrate and (left := await self._redis.zcard(self._old_index)):
             log.warning("%d sessions of the 0.1 key layout were not carried over (only the global list is)", left)
-        recreated = bool(self.feed_epoch) and _text(epoch) != self.feed_epoch
-        self.feed_epoch = _text(epoch)
+        recreated = bool(self.feed_epoch) and as_text(epoch) != self.feed_epoch
+        self.feed_epoch = as_text(epoch)
         return recreated, int(cursor)
 
     # Sessions
@@ -205,7 +205,7 @@ class RedisStore:
         if outcome == -2:
             raise LimitExceeded("sessions", max_sessions)
         if outcome == -3:
-            raise ParentMismatch(session_id, _text(reply[1]))
+            raise ParentMismatch(session_id, as_text(reply[1]))
         if outcome == 0:
             return decode_state(session_id, reply[1]), None
         created, _ = decode_entry(reply[1])
@@ -275,9 +275,9 @@ class RedisStore:
             prefix = f"{only.parent_id} "
             low = f"({prefix}{after_id}" if after_id else f"[{prefix}"
             pairs = await self._redis.zrangebylex(self._children, low, f"({only.parent_id}!", 0, count)
-            return [_text(pair)[len(prefix) :] for pair in pairs]
+            return [as_text(pair)[len(prefix) :] for pair in pairs]
         low = f"({after_id}" if after_id else "-"
-        return [_text(sid) for sid in await self._redis.zrangebylex(self._sessions, low, "+", 0, count)]
+        return [as_text(sid) for sid in await self._redis.zrangebylex(self._sessions, low, "+", 0, count)]
 
     async def _read(self, session_ids: list[str]) -> list[SessionState | None]:
         replies = await self._scripts.read([self._counters], self._args(*session_ids))
@@ -311,7 +311,7 @@ class RedisStore:
                 reply = await self._scripts.write([self._counters], args)
         except (*_UNREACHABLE, TimeoutError) as error:
             raise _unavailable(error) from error
-        outcome = _text(reply[0])
+        outcome = as_text(reply[0])
         if outcome == "ok":
             known = mutation.todos if isinstance(mutation, ReplaceTodos) else None
             change, _ = decode_entry(reply[1], known)
@@ -393,14 +393,14 @@ class RedisStore:
     async def snapshot(self) -> tuple[int, list[SessionState]]:
         async with self._reachable():
             cursor, *sessions = await self._scripts.snapshot([self._counters], self._args())
-        return int(cursor), [decode_state(_text(sid), state) for sid, state in sessions]
+        return int(cursor), [decode_state(as_text(sid), state) for sid, state in sessions]
 
     async def expired(self, now: float) -> list[str]:
         """Claims the due sessions (for ``_EXPIRY_LEASE``), so replicas reaping at once split them;
         removing one with reason EXPIRED then re-checks that its TTL has run out."""
         async with self._reachable():
             args = self._args(repr(float(now)), _EXPIRY_LEASE, _EXPIRY_BATCH)
-            session_ids = [_text(sid) for sid in await self._scripts.claim([self._counters], args)]
+            session_ids = [as_text(sid) for sid in await self._scripts.claim([self._counters], args)]
         self._claimed.update(dict.fromkeys(session_ids, now))
         return session_ids
 
@@ -473,7 +473,7 @@ def _refusal(
         assert isinstance(mutation, AddTodo)
         return InvalidArgument([("todo.id", f"duplicate id {mutation.todo.id!r}")])
     if outcome == "full":
-        if _text(reply[1]) == "count":
+        if as_text(reply[1]) == "count":
             return LimitExceeded("todos per session", limits.max_todos_per_session)
         return LimitExceeded("list bytes", limits.max_list_bytes)
     if outcome == "metadata_too_large":
