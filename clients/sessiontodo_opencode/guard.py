@@ -17,40 +17,18 @@ from __future__ import annotations
 
 import base64
 import hmac
-import ipaddress
 import logging
 from collections.abc import Sequence
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sessiontodo_client.security import host_allowed, origin_allowed
 from sessiontodo_opencode.models import ErrorBody, ErrorData
 
 log = logging.getLogger(__name__)
-
-
-def host_allowed(host_header: str, allowed_hosts: Sequence[str]) -> bool:
-    """Whether a Host header names this server in a way DNS rebinding cannot forge."""
-    host = urlsplit(f"//{host_header}").hostname or ""
-    if "*" in allowed_hosts or host in (name.lower() for name in allowed_hosts):
-        return True
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True  # an IP literal: no name for an attacker to re-point
-
-
-def origin_allowed(origin: str, host_header: str, allowed_origins: Sequence[str]) -> bool:
-    """Whether a browser request from ``origin`` may reach the sidecar serving ``host_header``."""
-    if "*" in allowed_origins or origin in allowed_origins:
-        return True
-    parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower()
 
 
 def basic_credentials(username: str, password: str) -> str:
