@@ -90,9 +90,7 @@ async def test_todo_update_changes_one_todo_and_leaves_the_others(
     assert [(t.id, t.status) for t in stored.todos] == [("a", TodoStatus.PENDING), ("b", TodoStatus.COMPLETED)]
 
 
-async def test_todo_update_of_an_unknown_id_is_a_not_found_tool_error(
-    server: RunningServer, gateway_log: Path
-) -> None:
+async def test_todo_update_of_an_unknown_id_is_a_not_found_tool_error(server: RunningServer, gateway_log: Path) -> None:
     async with stdio_peer(server.address, log=gateway_log) as peer:
         result = await peer.call("todo_update", id="nope", status="completed")
     assert error_text(result).startswith("not found: todo 'nope' not found")
@@ -136,9 +134,7 @@ async def test_a_write_at_a_stale_revision_is_a_conflict_and_changes_nothing(
         read = await peer.call("todo_read")
         assert read.structuredContent is not None
         await client.replace_todos("race", [Todo(content="Someone else's")])
-        result = await peer.call(
-            "todo_write", todos=PLAN, expected_revision=read.structuredContent["revision"]
-        )
+        result = await peer.call("todo_write", todos=PLAN, expected_revision=read.structuredContent["revision"])
     assert error_text(result).startswith("conflict: session 'race' is at revision 1, not 0")
     assert [t.content for t in (await client.get_todos("race")).todos] == ["Someone else's"]
 
@@ -210,13 +206,13 @@ async def test_unsubscribing_ends_the_watch_behind_the_subscription(server: Runn
     async with stdio_peer(server.address, "--session-id", "quiet", log=gateway_log) as peer:
         uri = AnyUrl(resource_uri("quiet"))
         await peer.session.subscribe_resource(uri)
-        await eventually(lambda: server.book.watcher_count() == 1)
+        await eventually(lambda: server.book.watcher_count == 1)
         await peer.session.unsubscribe_resource(uri)
-        await eventually(lambda: server.book.watcher_count() == 0)
+        await eventually(lambda: server.book.watcher_count == 0)
 
 
 async def test_the_end_of_the_mcp_session_ends_its_watches(server: RunningServer, gateway_log: Path) -> None:
     async with stdio_peer(server.address, "--session-id", "left-open", log=gateway_log) as peer:
         await peer.session.subscribe_resource(AnyUrl(resource_uri("left-open")))
-        await eventually(lambda: server.book.watcher_count() == 1)
-    await eventually(lambda: server.book.watcher_count() == 0)
+        await eventually(lambda: server.book.watcher_count == 1)
+    await eventually(lambda: server.book.watcher_count == 0)
