@@ -86,14 +86,12 @@ async def _peer(read: Any, write: Any, client_name: str) -> AsyncIterator[McpPee
 
 
 @asynccontextmanager
-async def stdio_peer(
-    address: str, *flags: str, log: Path, env: Mapping[str, str] | None = None, client_name: str = CLIENT_NAME
-) -> AsyncIterator[McpPeer]:
+async def stdio_peer(address: str, *flags: str, log: Path, client_name: str = CLIENT_NAME) -> AsyncIterator[McpPeer]:
     """``sessiontodo-mcp`` launched over stdio as agents launch it, its stderr appended to ``log``."""
     params = StdioServerParameters(
         command=str(MCP_COMMAND),
         args=["--sessiontodo-address", address, *flags],
-        env=dict(env or {}),
+        env={},
         cwd=ROOT,
     )
     with log.open("a") as errlog:
@@ -118,19 +116,21 @@ async def http_peer(
 class HttpGateway:
     """``sessiontodo-mcp --transport http`` in its own process on a free loopback port, stderr in ``log``."""
 
-    def __init__(self, address: str, *flags: str, log: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, address: str, *flags: str, log: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         args = ["--sessiontodo-address", address, "--transport", "http", "--port", str(self.port), *flags]
         self._command = [str(MCP_COMMAND), *args]
         self._log = log
-        self._env = env
         self.process: subprocess.Popen[bytes] | None = None
 
-    async def start(self) -> HttpGateway:
+    def spawn(self) -> None:
         with self._log.open("ab") as log:
-            env = None if self._env is None else {**self._env}
-            self.process = subprocess.Popen(self._command, stderr=log, cwd=ROOT, env=env)
+            self.process = subprocess.Popen(self._command, stderr=log, cwd=ROOT)
+
+    async def start(self) -> HttpGateway:
+        """Spawn the process and wait until it accepts connections."""
+        self.spawn()
 
         async def accepting() -> bool:
             assert self.process is not None

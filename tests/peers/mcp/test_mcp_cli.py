@@ -10,8 +10,8 @@ from mcp_support import MCP_COMMAND
 from sessiontodo_mcp.settings import Settings
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MCP_COMMAND), *args], capture_output=True, text=True, timeout=60, env=env)
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MCP_COMMAND), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_help_names_every_flags_environment_variable() -> None:

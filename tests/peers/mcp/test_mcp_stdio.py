@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mcp import types
 from mcp.shared.exceptions import McpError
-from mcp_support import CLIENT_NAME, error_text, stdio_peer, todo_contents
+from mcp_support import error_text, stdio_peer
 from pydantic import AnyUrl
 
 from sessiontodo_client import Todo, TodoClient, TodoStatus
