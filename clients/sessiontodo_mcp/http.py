@@ -1,9 +1,8 @@
-"""Streamable HTTP: the MCP endpoint at ``/mcp``, behind the front door the OpenCode sidecar has too.
+"""Streamable HTTP: the MCP endpoint at ``/mcp``, behind the OpenCode sidecar's front door (``RequestGuard``).
 
-- **Host** and **Origin** (DNS rebinding, cross-site requests): the sidecar's checks
-  (``sessiontodo_client.security``): IP literals, ``localhost`` and ``--allowed-hosts`` are served;
-  a request with an Origin must come from the server's own origin or ``--allowed-origins``
-  (which also get CORS headers). Clients without an Origin (agents, SDKs) pass.
+- **Host** and **Origin** (DNS rebinding, cross-site requests): IP literals, ``localhost`` and
+  ``--allowed-hosts`` are served; a request with an Origin must come from the server's own origin
+  or ``--allowed-origins`` (which also get CORS headers). Clients without an Origin (agents) pass.
 - **A client token**: with ``--http-token`` set, every request needs ``Authorization: Bearer
   <token>`` (what MCP clients' ``headers`` settings send). Without one, ``Settings.refusal`` keeps
   the server on loopback unless ``--insecure``.
@@ -14,8 +13,7 @@ minutes without a request or open stream.
 
 from __future__ import annotations
 
-import hmac
-import logging
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,14 +25,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
-from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
-from sessiontodo_client.security import host_allowed, origin_allowed
-
-log = logging.getLogger(__name__)
+from sessiontodo_opencode.guard import RequestGuard
 
 PATH = "/mcp"
 
@@ -42,8 +36,11 @@ SHUTDOWN_GRACE = 3
 """Seconds open requests and streams get to finish after SIGTERM or SIGINT."""
 
 
-class HttpGuard:
-    """ASGI middleware applying the checks above before the MCP endpoint sees a request."""
+class BearerGuard(RequestGuard):
+    """The sidecar's front door with a bearer token, refusing with JSON-RPC errors as MCP servers do."""
+
+    challenge = b'Bearer realm="sessiontodo-mcp"'
+    exposed_headers = ("Mcp-Session-Id",)
 
     def __init__(
         self,
@@ -53,48 +50,20 @@ class HttpGuard:
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
     ) -> None:
-        self._app: ASGIApp = app
-        if allowed_origins:
-            self._app = CORSMiddleware(
-                app,
-                allow_origins=list(allowed_origins),
-                allow_methods=["GET", "POST", "DELETE"],
-                allow_headers=["*"],
-                expose_headers=["Mcp-Session-Id"],
-            )
-        self._expected = f"Bearer {token}".encode() if token else None
-        self._allowed_hosts = tuple(allowed_hosts)
-        self._allowed_origins = tuple(allowed_origins)
+        secret = token.encode() if token else None
+        super().__init__(app, secret=secret, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        host = headers.get("host", "")
-        origin = headers.get("origin")
-        if not host_allowed(host, self._allowed_hosts):
-            response = _refusal(403, f"Host not allowed: {host!r} (see --allowed-hosts)")
-        elif origin is not None and not origin_allowed(origin, host, self._allowed_origins):
-            response = _refusal(403, f"Origin not allowed: {origin!r} (see --allowed-origins)")
-        elif self._expected is not None and scope["method"] != "OPTIONS" and not self._authorized(headers):
-            response = _refusal(401, "Unauthorized: send 'Authorization: Bearer <token>'")
-            response.headers["www-authenticate"] = 'Bearer realm="sessiontodo-mcp"'
-        else:
-            await self._app(scope, receive, send)
-            return
-        await response(scope, receive, send)
+    def presented(self, scope: Scope, headers: Headers) -> str:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        return token if scheme.lower() == "bearer" else ""
 
-    def _authorized(self, headers: Headers) -> bool:
-        assert self._expected is not None
-        scheme, _, presented = headers.get("authorization", "").partition(" ")
-        return hmac.compare_digest(f"{scheme.capitalize()} {presented.strip()}".encode(), self._expected)
-
-
-def _refusal(status: int, message: str) -> JSONResponse:
-    """A JSON-RPC error without an id, as MCP servers answer requests they refuse before reading them."""
-    log.warning("refused HTTP request: %d %s", status, message)
-    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}, status)
+    def refusal(self, status: int, name: str, message: str) -> bytes:
+        """A JSON-RPC error without an id: the request was refused before it was read."""
+        error = {
+            "code": -32600,
+            "message": f"{message}: send 'Authorization: Bearer <token>'" if status == 401 else message,
+        }
+        return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
 def http_app(
@@ -116,7 +85,7 @@ def http_app(
             yield
 
     app = Starlette(routes=[Route(PATH, endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan)
-    return HttpGuard(app, token=token, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    return BearerGuard(app, token=token, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
 
 async def serve_http(app: ASGIApp, host: str, port: int) -> None:
