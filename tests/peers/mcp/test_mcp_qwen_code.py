@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from mcp_support import MCP_COMMAND
 from opencode_real.stub_model import StubModel, todo_prompt
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer
-from support import ROOT
+from support import ROOT, run_node
 
 QWEN_CODE = ROOT / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
 SERVER_NAME = "sessiontodo"
@@ -63,10 +62,8 @@ def qwen_home(home: Path, sessiontodo_address: str) -> None:
     (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
 
 
-async def run_qwen_code(home: Path, model: StubModel, prompt: str, timeout: float = 240.0) -> str:
-    """``qwen -p prompt`` until it exits; returns its output, failing the test if it failed."""
-    node = shutil.which("node")
-    assert node, "node must be on PATH"
+async def run_qwen_code(home: Path, model: StubModel, prompt: str) -> None:
+    """``qwen -p prompt``, offline, until it exits; fails the test if it failed."""
     assert QWEN_CODE.is_file(), "run `npm ci` (make test does)"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("QWEN_", "OPENAI_"))}
     env |= {
@@ -82,52 +79,36 @@ async def run_qwen_code(home: Path, model: StubModel, prompt: str, timeout: floa
         "QWEN_CODE_DISABLE_PRECONNECT": "1",
         "NO_BROWSER": "1",
     }
-    args: Sequence[str] = ["-p", prompt, "--auth-type", "openai", "--approval-mode", "yolo", "--model", "stub-model"]
-    process = await asyncio.create_subprocess_exec(
-        node,
-        str(QWEN_CODE),
-        *args,
-        cwd=home,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode == 0, output.decode()
-    return output.decode()
+    args = [str(QWEN_CODE), "-p", prompt, "--auth-type", "openai", "--approval-mode", "yolo", "--model", "stub-model"]
+    status, output = await run_node(args, env=env, cwd=home, timeout=240.0, stdin=asyncio.subprocess.DEVNULL)
+    assert status == 0, output
 
 
-async def test_the_list_qwen_code_writes_with_the_mcp_tool_lands_in_sessiontodo(
-    server: RunningServer, client: TodoClient, stub_model: StubModel, tmp_path: Path
-) -> None:
+@pytest.fixture
+async def qwen_planned(server: RunningServer, stub_model: StubModel, tmp_path: Path) -> None:
+    """Qwen Code, given sessiontodo-mcp, was asked to plan ``PLAN`` and has exited."""
     qwen_home(tmp_path, server.address)
     await run_qwen_code(tmp_path, stub_model, todo_prompt(PLAN))
+
+
+@pytest.mark.usefixtures("qwen_planned")
+async def test_the_list_qwen_code_writes_with_the_mcp_tool_lands_in_sessiontodo(client: TodoClient) -> None:
     stored = await client.get_todos(SESSION_ID)
     assert [(t.content, t.status, t.priority) for t in stored.todos] == [
         (todo["content"], todo["status"], todo["priority"]) for todo in PLAN
     ]
 
 
-async def test_qwen_codes_session_is_labelled_with_its_mcp_client_name(
-    server: RunningServer, client: TodoClient, stub_model: StubModel, tmp_path: Path
-) -> None:
-    qwen_home(tmp_path, server.address)
-    await run_qwen_code(tmp_path, stub_model, todo_prompt(PLAN))
+@pytest.mark.usefixtures("qwen_planned")
+async def test_qwen_codes_session_is_labelled_with_its_mcp_client_name(client: TodoClient) -> None:
     session = await client.get_session(SESSION_ID)
     assert session.labels["client"].startswith("qwen-cli-mcp-client")
 
 
+@pytest.mark.usefixtures("qwen_planned")
 async def test_the_tool_result_qwen_code_hands_its_model_is_the_stored_list(
-    server: RunningServer, client: TodoClient, stub_model: StubModel, tmp_path: Path
+    client: TodoClient, stub_model: StubModel
 ) -> None:
-    qwen_home(tmp_path, server.address)
-    await run_qwen_code(tmp_path, stub_model, todo_prompt(PLAN))
     stored_ids = [todo.id for todo in (await client.get_todos(SESSION_ID)).todos]
     tool_messages = [m for request in stub_model.requests for m in request["messages"] if m.get("role") == "tool"]
     assert all(todo_id in json.dumps(tool_messages) for todo_id in stored_ids), tool_messages
