@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sessiontodo_server.book import TodoBook
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID
+from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID
+from sessiontodo_server.domain.todos import ChangeKind, Limits, TodoDraft
+from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import ChangeKind, Limits, TodoDraft
-from sessiontodo_server.watch import WatchHub
 
 
 async def make_book() -> TodoBook:

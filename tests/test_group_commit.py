@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 
-from sessiontodo_server.book import TodoBook
-from sessiontodo_server.errors import RevisionMismatch, Unavailable
-from sessiontodo_server.mutations import AddTodo, ReplaceTodos
-from sessiontodo_server.stores.base import AddResult, Written
+from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.errors import RevisionMismatch, Unavailable
+from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.domain.store import AddResult, Written
+from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
+from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
-from sessiontodo_server.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
-from sessiontodo_server.watch import WatchHub
 
 Record = tuple[str, object]
 

@@ -14,12 +14,12 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.budget import MemoryBudget, change_bytes
-from sessiontodo_server.mutations import ReplaceTodos
+from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
+from sessiontodo_server.domain.mutations import ReplaceTodos
+from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
+from sessiontodo_server.domain.todos import Todo as DomainTodo
+from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
-from sessiontodo_server.todos import Todo as DomainTodo
-from sessiontodo_server.watch import WatchHub
 from support import ServerProcess, eventually
 
 MIB = 1 << 20

@@ -17,13 +17,13 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import Aborted, NotFound, Todo, TodoClient
 from sessiontodo_opencode.metrics import SidecarMetrics
-from sessiontodo_server import metrics as metrics_module
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.metrics import InstrumentedStore, Metrics
-from sessiontodo_server.mutations import Mutation, ReplaceTodos
-from sessiontodo_server.stores.base import Written
+from sessiontodo_server.domain.mutations import Mutation, ReplaceTodos
+from sessiontodo_server.domain.store import Written
+from sessiontodo_server.domain.todos import Limits, SessionInfo, TodoDraft
+from sessiontodo_server.observability import metrics as metrics_module
+from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import Limits, SessionInfo, TodoDraft
 from support import ROOT, eventually
 
 SERVICE = "sessiontodo.v1.TodoService"

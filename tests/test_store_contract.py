@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from redis_support import RedisServer
 
-from sessiontodo_server.errors import (
+from sessiontodo_server.domain.errors import (
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
@@ -18,12 +18,9 @@ from sessiontodo_server.errors import (
     SessionNotFound,
     TodoNotFound,
 )
-from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
-from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.stores.redis import RedisStore
-from sessiontodo_server.stores.sqlite import open_sqlite_store
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
+from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -35,6 +32,9 @@ from sessiontodo_server.todos import (
     TodoPriority,
     TodoStatus,
 )
+from sessiontodo_server.stores.memory import MemoryStore
+from sessiontodo_server.stores.redis import RedisStore
+from sessiontodo_server.stores.sqlite import open_sqlite_store
 
 HISTORY = 4
 FEED_HISTORY = 8

@@ -22,11 +22,18 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from sessiontodo_server import mutations
-from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, Held, MemoryBudget, change_bytes, give_back, list_bytes
-from sessiontodo_server.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
-from sessiontodo_server.mutations import AddTodo, Mutation
-from sessiontodo_server.stores.base import (
+from sessiontodo_server.domain import mutations
+from sessiontodo_server.domain.budget import (
+    DEFAULT_MEMORY_BUDGET,
+    Held,
+    MemoryBudget,
+    change_bytes,
+    give_back,
+    list_bytes,
+)
+from sessiontodo_server.domain.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
+from sessiontodo_server.domain.mutations import AddTodo, Mutation
+from sessiontodo_server.domain.store import (
     GLOBAL_SESSION_ID,
     REQUEST_RETENTION_SECONDS,
     REQUEST_RETENTION_WRITES,
@@ -34,9 +41,8 @@ from sessiontodo_server.stores.base import (
     SessionState,
     Written,
 )
-from sessiontodo_server.stores.group_commit import Done
-from sessiontodo_server.tenancy import tenant_of
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain.tenancy import tenant_of
+from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -47,6 +53,7 @@ from sessiontodo_server.todos import (
     Todo,
     is_global_list,
 )
+from sessiontodo_server.stores.group_commit import Done
 
 log = logging.getLogger(__name__)
 

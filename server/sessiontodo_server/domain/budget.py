@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from sessiontodo_server.todos import Change, Todo
+from sessiontodo_server.domain.todos import Change, Todo
 
 DEFAULT_BUDGET = 1 << 30
 

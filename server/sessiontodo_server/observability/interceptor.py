@@ -19,8 +19,8 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pool
 
-from sessiontodo_server.logs import REQUEST_LOGGER, RpcContext, current_rpc
-from sessiontodo_server.metrics import Metrics, code_name, grpc_type, status_code
+from sessiontodo_server.observability.logs import REQUEST_LOGGER, RpcContext, current_rpc
+from sessiontodo_server.observability.metrics import Metrics, code_name, grpc_type, status_code
 
 request_log = logging.getLogger(REQUEST_LOGGER)
 

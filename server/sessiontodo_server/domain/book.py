@@ -16,9 +16,9 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sessiontodo_server import tenancy
-from sessiontodo_server import todos as ops
-from sessiontodo_server.errors import (
+from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain import todos as ops
+from sessiontodo_server.domain.errors import (
     InvalidArgument,
     LimitExceeded,
     RequestIdReused,
@@ -27,10 +27,10 @@ from sessiontodo_server.errors import (
     TodoError,
     Unavailable,
 )
-from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.observer import BookObserver, NoObserver, ResetReason
-from sessiontodo_server.stores.base import AddResult, SessionState, TodoStore, Written
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.observer import BookObserver, NoObserver, ResetReason
+from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
+from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     Change,
     ChangeKind,
@@ -43,7 +43,7 @@ from sessiontodo_server.todos import (
     TodoPriority,
     TodoStatus,
 )
-from sessiontodo_server.watch import Subscription, WatchHub
+from sessiontodo_server.domain.watch import Subscription, WatchHub
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,12 @@ from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_server import errors, tenancy, wire
-from sessiontodo_server.book import TodoBook
-from sessiontodo_server.status_fit import fit_status
-from sessiontodo_server.stores.base import SessionState
-from sessiontodo_server.todos import (
+from sessiontodo_server.api import request_guard
+from sessiontodo_server.api.status_trailers import fit_status
+from sessiontodo_server.domain import errors, tenancy
+from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.store import SessionState
+from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     Change,
     ChangeKind,
@@ -40,7 +41,6 @@ from sessiontodo_server.todos import (
     TodoStatus,
 )
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
 ERROR_DOMAIN = "sessiontodo.v1"
 
 _STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
@@ -411,7 +411,7 @@ class TodoServicer:
 
 
 def add_todo_service(
-    server: grpc.aio.Server, servicer: object, request_timeout: float = wire.DEFAULT_REQUEST_TIMEOUT
+    server: grpc.aio.Server, servicer: object, request_timeout: float = request_guard.DEFAULT_REQUEST_TIMEOUT
 ) -> None:
     """Register every rpc of the service on ``servicer``'s methods of the same names (the
     bench's echo baseline registers the same way); the streams send bytes already encoded."""
@@ -419,7 +419,7 @@ def add_todo_service(
 
 
 def add_health_service(
-    server: grpc.aio.Server, servicer: object, request_timeout: float = wire.DEFAULT_REQUEST_TIMEOUT
+    server: grpc.aio.Server, servicer: object, request_timeout: float = request_guard.DEFAULT_REQUEST_TIMEOUT
 ) -> None:
     """grpc.health.v1 behind the same guard (its generated registration waits for a request
     message forever)."""
@@ -431,7 +431,7 @@ def _add_guarded(
 ) -> None:
     """Each rpc behind the wire guard: a request message that does not arrive within
     ``request_timeout`` seconds or does not parse ends the call."""
-    deadlines = wire.Deadlines(request_timeout)
+    deadlines = request_guard.Deadlines(request_timeout)
     handlers = {}
     for method in service.methods:
         parse = message_factory.GetMessageClass(method.input_type).FromString
@@ -439,10 +439,12 @@ def _add_guarded(
         behaviour = getattr(servicer, method.name)
         if method.server_streaming:
             stream_serialize = None if encoded else serialize
-            handlers[method.name] = wire.server_streaming_handler(
+            handlers[method.name] = request_guard.server_streaming_handler(
                 method.full_name, behaviour, parse, stream_serialize, deadlines, abort
             )
         else:
-            handlers[method.name] = wire.unary_handler(method.full_name, behaviour, parse, serialize, deadlines, abort)
+            handlers[method.name] = request_guard.unary_handler(
+                method.full_name, behaviour, parse, serialize, deadlines, abort
+            )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)

@@ -24,8 +24,8 @@ import grpc
 from grpc_health.v1 import health
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sessiontodo_server import tenancy
-from sessiontodo_server.transport import SERVICE_NAME
+from sessiontodo_server.api.service_name import SERVICE_NAME
+from sessiontodo_server.domain import tenancy
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("sessiontodo_server.audit")
