@@ -185,6 +185,7 @@ class MemoryStore:
         self._feed_floor = 0
         """Changes at or below this cursor may be missing from the feed (a removed session's)."""
         self._expiries: list[tuple[float, str]] = []
+        self._swept_at = 0.0  # the time ``expired`` last looked: an expiry is re-checked against it
         self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
     async def open(self) -> None:
@@ -286,7 +287,8 @@ class MemoryStore:
 
     async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         await self._settled()  # children being created are then children
-        if session_id not in self._sessions:
+        session = self._sessions.get(session_id)
+        if session is None or (reason is RemovalReason.EXPIRED and self._renewed(session)):
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
@@ -635,7 +637,15 @@ class MemoryStore:
             heapq.heappush(self._expiries, (deadline, session_id))
             session.expiry_scheduled = True
 
+    def _renewed(self, session: _Session) -> bool:
+        """Whether a write since the last sweep (durable or still pending: acknowledged either way
+        once durable) moved the session's deadline past that sweep's time, so it must not expire."""
+        latest = session.info if session.pending is None or session.pending.info is None else session.pending.info
+        deadline = latest.expires_at
+        return deadline is None or deadline > self._swept_at
+
     async def expired(self, now: float) -> list[str]:
+        self._swept_at = now
         due = []
         while self._expiries and self._expiries[0][0] <= now:
             _, session_id = heapq.heappop(self._expiries)
