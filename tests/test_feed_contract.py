@@ -224,8 +224,9 @@ async def test_a_quiet_feed_sends_progress_with_a_resumable_cursor(stub: pb_grpc
     resumed.cancel()
 
 
-async def test_a_malformed_cursor_is_invalid(stub: pb_grpc.TodoServiceStub) -> None:
-    call = stub.WatchChanges(pb.WatchChangesRequest(after_cursor="not a cursor"))
+@pytest.mark.parametrize("cursor", ["not a cursor", "1.\u00b2", "1.\u0663", "1.-1", "1.", ".5"])
+async def test_a_malformed_cursor_is_invalid(stub: pb_grpc.TodoServiceStub, cursor: str) -> None:
+    call = stub.WatchChanges(pb.WatchChangesRequest(after_cursor=cursor))
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call.read()
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
