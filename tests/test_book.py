@@ -20,13 +20,13 @@ async def make_book() -> tuple[TodoBook, TodoStreams]:
 
 async def test_a_watch_of_a_removed_session_never_sees_the_recreated_session() -> None:
     book, streams = await make_book()
-    await book.create_session("s", "")
+    await book.create_session("s")
     old = streams.watch("s", None)
     snapshot = await anext(old)
     # Removal, re-creation and a write all happen before the old watcher runs again.
     await book.remove_session("s")
-    await book.create_session("s", "")
-    await book.add("s", TodoDraft(content="new incarnation"), None, None, "")
+    await book.create_session("s")
+    await book.add("s", TodoDraft(content="new incarnation"))
 
     final = await anext(old)
     assert (final.kind, final.revision) == (ChangeKind.SESSION_REMOVED, snapshot.revision + 1)

@@ -173,7 +173,7 @@ async def test_a_lagging_feed_is_reset_with_a_snapshot_and_never_skips_silently(
     call, _ = await open_feed(stub)
     # The feed's buffer holds 8; the writes happen before it reads again (made at once: with a
     # journal each write waits for its group commit, where the feed could otherwise catch up).
-    await asyncio.gather(*(server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "") for n in range(50)))
+    await asyncio.gather(*(server.book.add("s", TodoDraft(content=f"burst {n}")) for n in range(50)))
 
     kinds = []
     while True:

@@ -229,7 +229,7 @@ async def test_a_watcher_gets_a_write_only_once_it_is_durable(journal: GatedJour
     next_change = asyncio.ensure_future(anext(watch))
 
     journal.gate.clear()
-    write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), None, None, "r1"))
+    write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), request_id="r1"))
     await journal.entered_batch()
     await asyncio.sleep(0.05)
     assert not next_change.done() and not write.done()

@@ -163,7 +163,7 @@ class _ReflectionPool:
             return self._pool.FindFileContainingSymbol(service)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunningServer:
     server: grpc.aio.Server
     port: int
@@ -355,19 +355,19 @@ async def _serve(
         settings.max_streams_per_connection,
     )
     return RunningServer(
-        server,
-        port,
-        book,
-        store,
-        health_servicer,
-        settings.shutdown_grace,
-        expiry,
-        watch,
-        metrics,
-        metrics_port,
-        telemetry,
-        security.tls,
-        security.auth,
+        server=server,
+        port=port,
+        book=book,
+        store=store,
+        health=health_servicer,
+        shutdown_grace=settings.shutdown_grace,
+        expiry=expiry,
+        descriptor_watch=watch,
+        metrics=metrics,
+        metrics_port=metrics_port,
+        telemetry=telemetry,
+        tls=security.tls,
+        auth=security.auth,
     )
 
 

@@ -48,10 +48,10 @@ class TodoServicer:
     async def CreateSession(self, request: pb.CreateSessionRequest, context: Any) -> pb.CreateSessionResponse:
         state, created = await self._book.create_session(
             qualified(request.session_id),
-            qualified(request.parent_id, "parent_id"),
-            dict(request.labels),
-            seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
-            request.origin,
+            parent_id=qualified(request.parent_id, "parent_id"),
+            labels=dict(request.labels),
+            idle_ttl=seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
+            origin=request.origin,
         )
         return pb.CreateSessionResponse(session=session_to_pb(state), created=created)
 
@@ -63,11 +63,11 @@ class TodoServicer:
     async def UpdateSession(self, request: pb.UpdateSessionRequest, context: Any) -> pb.UpdateSessionResponse:
         state, changed = await self._book.update_session(
             qualified(request.session_id),
-            dict(request.labels),
-            list(request.remove_label_keys),
-            seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
-            optional(request, "expected_revision"),
-            request.origin,
+            set_labels=dict(request.labels),
+            remove_label_keys=list(request.remove_label_keys),
+            idle_ttl=seconds(request.idle_ttl) if request.HasField("idle_ttl") else None,
+            expected_revision=optional(request, "expected_revision"),
+            origin=request.origin,
         )
         return pb.UpdateSessionResponse(session=session_to_pb(state), changed=changed)
 
@@ -86,11 +86,11 @@ class TodoServicer:
     @translating_errors
     async def ListSessions(self, request: pb.ListSessionsRequest, context: Any) -> pb.ListSessionsResponse:
         sessions, token = await self._book.list_sessions(
-            request.page_size,
-            request.page_token,
-            qualified(request.parent_id, "parent_id"),
-            dict(request.labels),
-            tenancy.current(),
+            page_size=request.page_size,
+            page_token=request.page_token,
+            parent_id=qualified(request.parent_id, "parent_id"),
+            labels=dict(request.labels),
+            tenant=tenancy.current(),
         )
         return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
 
@@ -116,7 +116,10 @@ class TodoServicer:
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
         drafts = [draft_from_pb(todo) for todo in request.todos]
         state = await self._book.replace(
-            qualified(request.session_id), drafts, optional(request, "expected_revision"), request.origin
+            qualified(request.session_id),
+            drafts,
+            expected_revision=optional(request, "expected_revision"),
+            origin=request.origin,
         )
         response = pb.ReplaceTodosResponse(revision=state.revision)
         add_todos(response.todos, state.todos)
@@ -127,10 +130,10 @@ class TodoServicer:
         result = await self._book.add(
             qualified(request.session_id),
             draft_from_pb(request.todo),
-            optional(request, "index"),
-            optional(request, "expected_revision"),
-            request.request_id,
-            request.origin,
+            index=optional(request, "index"),
+            expected_revision=optional(request, "expected_revision"),
+            request_id=request.request_id,
+            origin=request.origin,
         )
         return pb.AddTodoResponse(todo=todo_to_pb(result.todo), index=result.index, revision=result.revision)
 
@@ -139,20 +142,23 @@ class TodoServicer:
         todo, revision, changed = await self._book.update(
             qualified(request.session_id),
             request.todo_id,
-            optional(request, "content"),
-            enum_name(request.status, STATUS_FROM_PB),
-            enum_name(request.priority, PRIORITY_FROM_PB),
-            optional(request, "expected_revision"),
-            dict(request.metadata),
-            list(request.remove_metadata_keys),
-            request.origin,
+            content=optional(request, "content"),
+            status=enum_name(request.status, STATUS_FROM_PB),
+            priority=enum_name(request.priority, PRIORITY_FROM_PB),
+            expected_revision=optional(request, "expected_revision"),
+            set_metadata=dict(request.metadata),
+            remove_metadata_keys=list(request.remove_metadata_keys),
+            origin=request.origin,
         )
         return pb.UpdateTodoResponse(todo=todo_to_pb(todo), revision=revision, changed=changed)
 
     @translating_errors
     async def RemoveTodo(self, request: pb.RemoveTodoRequest, context: Any) -> pb.RemoveTodoResponse:
         revision = await self._book.remove_todo(
-            qualified(request.session_id), request.todo_id, optional(request, "expected_revision"), request.origin
+            qualified(request.session_id),
+            request.todo_id,
+            expected_revision=optional(request, "expected_revision"),
+            origin=request.origin,
         )
         return pb.RemoveTodoResponse(revision=revision)
 

@@ -96,6 +96,7 @@ class TodoBook:
     async def create_session(
         self,
         session_id: str,
+        *,
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         idle_ttl: float | None = None,
@@ -151,10 +152,11 @@ class TodoBook:
     async def update_session(
         self,
         session_id: str,
-        set_labels: Mapping[str, str],
-        remove_label_keys: Sequence[str],
-        idle_ttl: float | None,
-        expected_revision: int | None,
+        *,
+        set_labels: Mapping[str, str] = NO_ENTRIES,
+        remove_label_keys: Sequence[str] = (),
+        idle_ttl: float | None = None,
+        expected_revision: int | None = None,
         origin: str = "",
     ) -> tuple[SessionState, bool]:
         violations = ops.label_violations(set_labels, self._limits)
@@ -164,7 +166,7 @@ class TodoBook:
         if violations:
             raise InvalidArgument(violations)
         mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
-        written = await self._write(session_id, mutation, expected_revision, origin=origin)
+        written = await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
         return written.state, written.change is not None
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
@@ -188,8 +190,9 @@ class TodoBook:
 
     async def list_sessions(
         self,
-        page_size: int,
-        page_token: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         tenant: str | None = None,
@@ -252,18 +255,19 @@ class TodoBook:
     # Writes
 
     async def replace(
-        self, session_id: str, drafts: list[TodoDraft], expected_revision: int | None, origin: str = ""
+        self, session_id: str, drafts: list[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
     ) -> SessionState:
         mutation = ReplaceTodos(ops.replace_all(drafts, self._limits))
-        return (await self._write(session_id, mutation, expected_revision, origin=origin)).state
+        return (await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)).state
 
     async def add(
         self,
         session_id: str,
         draft: TodoDraft,
-        index: int | None,
-        expected_revision: int | None,
-        request_id: str,
+        *,
+        index: int | None = None,
+        expected_revision: int | None = None,
+        request_id: str = "",
         origin: str = "",
     ) -> AddResult:
         if len(request_id) > self._limits.max_todo_id_length:
@@ -271,7 +275,9 @@ class TodoBook:
 
         fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
         mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
-        written = await self._write(session_id, mutation, expected_revision, request_id, origin)
+        written = await self._write(
+            session_id, mutation, expected_revision=expected_revision, request_id=request_id, origin=origin
+        )
         assert written.result is not None
         if written.change is None and written.result.fingerprint and written.result.fingerprint != fingerprint:
             raise RequestIdReused(session_id, request_id)
@@ -281,10 +287,11 @@ class TodoBook:
         self,
         session_id: str,
         todo_id: str,
-        content: str | None,
-        status: str | None,
-        priority: str | None,
-        expected_revision: int | None,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        priority: str | None = None,
+        expected_revision: int | None = None,
         set_metadata: Mapping[str, str] = NO_ENTRIES,
         remove_metadata_keys: Sequence[str] = (),
         origin: str = "",
@@ -298,17 +305,24 @@ class TodoBook:
             ops.frozen(set_metadata),
             tuple(remove_metadata_keys),
         )
-        after = (written := await self._write(session_id, mutation, expected_revision, origin=origin)).state
+        after = (
+            written := await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
+        ).state
         todo = next(todo for todo in after.todos if todo.id == todo_id)
         return todo, after.revision, written.change is not None
 
-    async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None, origin: str = "") -> int:
-        return (await self._write(session_id, RemoveTodo(todo_id), expected_revision, origin=origin)).state.revision
+    async def remove_todo(
+        self, session_id: str, todo_id: str, *, expected_revision: int | None = None, origin: str = ""
+    ) -> int:
+        return (
+            await self._write(session_id, RemoveTodo(todo_id), expected_revision=expected_revision, origin=origin)
+        ).state.revision
 
     async def _write(
         self,
         session_id: str,
         mutation: Mutation,
+        *,
         expected_revision: int | None,
         request_id: str = "",
         origin: str = "",
