@@ -21,7 +21,7 @@ class SessionRecord:
     """Remembered AddTodo results by request id, oldest first, with when they were remembered."""
     expiry_scheduled: bool = False
     size: int = 0
-    """``budget.list_bytes`` of ``todos``."""
+    """``budget.state_bytes`` of ``todos`` and ``info``: what it counts toward the lists' share."""
     requests_size: int = 0
     """What its remembered requests cost."""
     tenant: str = ""

@@ -20,7 +20,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 
 from sessiontodo_server.domain import mutations
-from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget, change_bytes, give_back, list_bytes
+from sessiontodo_server.domain.budget import (
+    DEFAULT_MEMORY_BUDGET,
+    MemoryBudget,
+    change_bytes,
+    give_back,
+    info_bytes,
+    state_bytes,
+)
 from sessiontodo_server.domain.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
 from sessiontodo_server.domain.mutations import AddTodo, Mutation
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
@@ -87,7 +94,7 @@ class MemoryStore:
                 session = self._sessions[session_id] = SessionRecord(
                     revision, info, todos, tenant=tenant_of(session_id)
                 )
-                self._lists.resize_list(session, list_bytes(todos))
+                self._lists.resize_list(session, state_bytes(todos, info))
                 self._expiries.schedule(session_id, self._sessions[session_id])
             for session_id, session in self._sessions.items():
                 if session.info.parent_id in self._sessions:
@@ -107,8 +114,10 @@ class MemoryStore:
         self, session_id: str, info: SessionInfo, origin: str | None
     ) -> tuple[SessionRecord, Change | None]:
         """Create a session (and its SESSION_CREATED change, unless ``origin`` is None); returns once durable."""
-        revision = self._removed_marks.pop(session_id, self._removed_floor)
-        session = SessionRecord(revision, info, tenant=tenant_of(session_id))
+        session = SessionRecord(self._removed_floor, info, tenant=tenant_of(session_id))
+        self._lists.check_growth(session, size := info_bytes(info))
+        self._lists.resize_list(session, size)  # counted once accepted: creations under way count too
+        revision = session.revision = self._removed_marks.pop(session_id, self._removed_floor)
         self._cursor += 1
         created = None
         if origin is not None:
@@ -126,6 +135,7 @@ class MemoryStore:
                 self._add(session_id, session, cursor, created)
             else:
                 self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
+                self._lists.release(session)
                 if revision != self._removed_floor:
                     self._removed_marks[session_id] = revision
 
@@ -375,7 +385,7 @@ class MemoryStore:
         request: tuple[str, AddResult] | None,
     ) -> Change:
         """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
-        size = list_bytes(change.todos)
+        size = state_bytes(change.todos, change.info)
         self._lists.check_growth(session, size)
         self._cursor += 1
         change = replace(change, cursor=self._cursor)
