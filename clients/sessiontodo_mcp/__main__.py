@@ -25,13 +25,8 @@ async def serve(settings: Settings, security: ChannelSecurity, token: str | None
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
             return
-        log.info(
-            "serving MCP on http://%s:%d%s for sessiontodo at %s",
-            settings.host,
-            settings.port,
-            PATH,
-            settings.sessiontodo_address,
-        )
+        # uvicorn's own next line names the address, the port too when --port 0 picked one
+        log.info("serving MCP over streamable HTTP at %s for sessiontodo at %s", PATH, settings.sessiontodo_address)
         app = http_app(
             server, token=token, allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins
         )
@@ -43,6 +38,8 @@ def main() -> None:
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if logging.getLogger().level > logging.DEBUG:  # the SDK logs every request at INFO
+        logging.getLogger("mcp").setLevel(logging.WARNING)
     try:  # the CA, certificate and token files, read once before serving
         security = settings.channel_security()
         token = settings.client_token()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from pydantic import AnyUrl
 from sessiontodo_client import Todo, TodoClient
 from sessiontodo_mcp import SESSION_HEADER, resource_uri
 from sessiontodo_server.app import RunningServer
+from support import terminate
 
 PLAN = [{"content": "Plan over HTTP", "status": "in_progress", "priority": "high"}]
 
@@ -128,3 +130,11 @@ async def test_with_a_client_token_a_client_presenting_it_is_served(
     finally:
         gateway.stop()
     assert todo_contents(result) == ["Plan over HTTP"]
+
+
+async def test_sigterm_stops_the_server_while_a_client_holds_a_subscription(http_gateway: HttpGateway) -> None:
+    assert http_gateway.process is not None
+    async with http_peer(http_gateway.url) as peer:
+        await peer.session.subscribe_resource(AnyUrl(resource_uri(await peer.session_id())))
+        stopped_by_sigterm = await asyncio.to_thread(terminate, http_gateway.process)
+    assert stopped_by_sigterm
