@@ -172,6 +172,8 @@ class McpSession:
                 log.warning("subscription to %s ended: %s", uri, error)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 log.debug("the MCP session of the subscription to %s closed", uri)
+            except Exception:  # one subscription's failure must not end its MCP session (the task group's)
+                log.exception("subscription to %s failed", uri)
             finally:
                 if self._watches.get(str(uri)) is scope:
                     del self._watches[str(uri)]
