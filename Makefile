@@ -66,11 +66,12 @@ bench: debian-packages setup
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.
 PROTO_BASELINE := protos/released.json
 
-## lint: ruff, mypy, buf lint + format, and buf breaking against the released protos
+## lint: ruff, mypy, the layer contract (lint-imports), buf lint + format, and buf breaking against the released protos
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	for conftest in $(wildcard tests/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code

@@ -12,8 +12,8 @@ from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_server.api.status_trailers import TRAILER_BUDGET, fit_status, trailer_size
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.status_fit import TRAILER_BUDGET, fit_status, trailer_size
 
 GLOBAL = "sessiontodo:global"
 """The global list (its id is reserved)."""

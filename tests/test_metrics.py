@@ -17,13 +17,13 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import Aborted, NotFound, Todo, TodoClient
 from sessiontodo_opencode.metrics import SidecarMetrics
-from sessiontodo_server import metrics as metrics_module
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.metrics import InstrumentedStore, Metrics
-from sessiontodo_server.mutations import Mutation, ReplaceTodos
-from sessiontodo_server.stores.base import Written
+from sessiontodo_server.domain.mutations import Mutation, ReplaceTodos
+from sessiontodo_server.domain.store import Written
+from sessiontodo_server.domain.todos import Limits, SessionInfo, TodoDraft
+from sessiontodo_server.observability import metrics as metrics_module
+from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics
 from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.todos import Limits, SessionInfo, TodoDraft
 from support import ROOT, eventually
 
 SERVICE = "sessiontodo.v1.TodoService"
@@ -195,7 +195,7 @@ async def test_a_lagging_watcher_reset_is_counted(start: Callable[..., Any]) -> 
         await asyncio.wait_for(call.read(), 5)
         # Writes made in one turn of the server's event loop overflow the watcher's buffer.
         for n in range(10):
-            await server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "")
+            await server.book.add("s", TodoDraft(content=f"burst {n}"))
         reset = await asyncio.wait_for(call.read(), 5)
         call.cancel()
     assert reset.kind == pb.CHANGE_KIND_RESET

@@ -13,18 +13,18 @@ import pytest
 
 from sessiontodo_client import FailedPrecondition, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.mutations import AddTodo, ReplaceTodos
-from sessiontodo_server.stores.base import (
+from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.domain.store import (
     REQUEST_RETENTION_SECONDS,
     REQUEST_RETENTION_WRITES,
     AddResult,
     TodoStore,
     Written,
 )
+from sessiontodo_server.domain.todos import Limits, SessionInfo
+from sessiontodo_server.domain.todos import Todo as DomainTodo
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import SqliteJournal
-from sessiontodo_server.todos import Limits, SessionInfo
-from sessiontodo_server.todos import Todo as DomainTodo
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -33,9 +33,9 @@ from sessiontodo_client import (
     Unavailable,
 )
 from sessiontodo_client.security import is_loopback
+from sessiontodo_server.api.auth import AuthInterceptor, Role, required_role
+from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.app import RunningServer, StartupError
-from sessiontodo_server.auth import AuthInterceptor, Role, required_role
-from sessiontodo_server.transport import SERVICE_NAME
 from support import ROOT, free_port
 
 NO_RETRY: dict[str, Any] = {"retry": RetryPolicy(attempts=1), "timeout": 10.0}

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sessiontodo_server.budget import list_bytes
-from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, StoreStartupError
+from sessiontodo_server.domain.budget import list_bytes
+from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, StoreStartupError
+from sessiontodo_server.domain.todos import Limits, SessionInfo, Todo, TodoPriority, TodoStatus
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import ONE_ROW_BYTES, Durability, open_sqlite_store
-from sessiontodo_server.todos import Limits, SessionInfo, Todo, TodoPriority, TodoStatus
 
 LIMITS = Limits()
 

@@ -29,7 +29,7 @@ from sessiontodo_client import (
     WatchEvent,
 )
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.todos import GLOBAL_SESSION_ID
+from sessiontodo_server.domain.todos import GLOBAL_SESSION_ID
 
 WAIT = 10.0
 TENANTS = ("acme", "globex")

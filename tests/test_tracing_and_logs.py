@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.app import RunningServer, start_server
-from sessiontodo_server.logs import REQUEST_LOGGER, JsonFormatter, RpcContextFilter
-from sessiontodo_server.tracing import provider_from_environment
+from sessiontodo_server.observability.logs import REQUEST_LOGGER, JsonFormatter, RpcContextFilter
+from sessiontodo_server.observability.tracing import provider_from_environment
 from support import ServerProcess, make_settings
 
 

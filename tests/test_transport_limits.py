@@ -13,7 +13,7 @@ import pytest
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
-from sessiontodo_server import descriptors
+from sessiontodo_server import fd_limits
 from sessiontodo_server.app import RunningServer
 from support import eventually
 
@@ -119,9 +119,9 @@ async def test_streams_beyond_the_per_connection_limit_wait_for_a_free_one(start
 
 
 async def test_a_warning_is_logged_before_descriptors_run_out(caplog: pytest.LogCaptureFixture) -> None:
-    used = descriptors.in_use()
+    used = fd_limits.in_use()
     assert used is not None
-    watcher = asyncio.create_task(descriptors.watch(descriptors=used + 2, connections=1000, interval=0.01))
+    watcher = asyncio.create_task(fd_limits.watch(descriptors=used + 2, connections=1000, interval=0.01))
     try:
         await eventually(lambda: any("file descriptors in use" in r.getMessage() for r in caplog.records))
     finally:
@@ -130,8 +130,8 @@ async def test_a_warning_is_logged_before_descriptors_run_out(caplog: pytest.Log
 
 
 def test_the_connection_limit_leaves_a_reserve_of_descriptors() -> None:
-    assert descriptors.connection_limit(0, 1024) == 1024 - descriptors.RESERVE
-    assert descriptors.connection_limit(50, 1024) == 50
+    assert fd_limits.connection_limit(0, 1024) == 1024 - fd_limits.RESERVE
+    assert fd_limits.connection_limit(50, 1024) == 50
 
 
 async def test_a_json_request_changes_nothing(server: RunningServer) -> None:

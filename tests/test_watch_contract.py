@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.todos import TodoDraft
+from sessiontodo_server.domain.todos import TodoDraft
 from support import eventually
 
 Kind = pb.ChangeKind
@@ -170,7 +170,7 @@ async def test_a_watcher_that_falls_behind_gets_one_reset_with_the_latest_state(
         snapshot = await read(call)
         # Writes made in one turn of the server's event loop overflow the watcher's buffer.
         for n in range(10):
-            await server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "")
+            await server.book.add("s", TodoDraft(content=f"burst {n}"))
         reset = await read(call)
         assert (reset.kind, reset.revision) == (Kind.CHANGE_KIND_RESET, snapshot.revision + 10)
         assert len(reset.todos) == 10

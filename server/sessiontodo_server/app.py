@@ -22,19 +22,21 @@ from google.protobuf import descriptor, descriptor_pool
 from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
-from sessiontodo_server import descriptors
-from sessiontodo_server.auth import AuthFileError, AuthInterceptor
-from sessiontodo_server.book import TodoBook
-from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
-from sessiontodo_server.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
-from sessiontodo_server.observing import ObservingInterceptor
+from sessiontodo_server import fd_limits
+from sessiontodo_server.api.auth import AuthFileError, AuthInterceptor
+from sessiontodo_server.api.service_name import SERVICE_NAME
+from sessiontodo_server.api.servicer import TodoServicer, add_health_service, add_todo_service
+from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
+from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
+from sessiontodo_server.domain.store import TodoStore
+from sessiontodo_server.domain.streams import TodoStreams
+from sessiontodo_server.domain.watch import WatchHub
+from sessiontodo_server.observability.interceptor import ObservingInterceptor
+from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
 from sessiontodo_server.settings import Settings, redact_url
-from sessiontodo_server.stores.base import TodoStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
-from sessiontodo_server.tls import ReloadableTls, TlsError, TlsFiles
-from sessiontodo_server.transport import SERVICE_NAME, TodoServicer, add_health_service, add_todo_service
-from sessiontodo_server.watch import WatchHub
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider  # the `tracing` extra
@@ -161,7 +163,7 @@ class _ReflectionPool:
             return self._pool.FindFileContainingSymbol(service)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunningServer:
     server: grpc.aio.Server
     port: int
@@ -239,7 +241,7 @@ async def start_server(
     security = _security(settings)
     telemetry = contextlib.AsyncExitStack()
     if tracer_provider is None and settings.tracing:
-        from sessiontodo_server.tracing import provider_from_environment
+        from sessiontodo_server.observability.tracing import provider_from_environment
 
         tracer_provider = provider_from_environment()
         telemetry.callback(tracer_provider.shutdown)  # flushes the spans still batched
@@ -273,7 +275,7 @@ async def start_server(
 def _store_tracer(provider: TracerProvider | None) -> Tracer | None:
     if provider is None:
         return None
-    from sessiontodo_server.tracing import store_tracer
+    from sessiontodo_server.observability.tracing import store_tracer
 
     return store_tracer(provider)
 
@@ -285,10 +287,10 @@ def _interceptors(
     authentication innermost, so refused calls are traced, logged and counted too."""
     checks: list[grpc.aio.ServerInterceptor] = [auth] if auth is not None else []
     if provider is not None:
-        from sessiontodo_server.tracing import record_status, server_interceptor
+        from sessiontodo_server.observability.tracing import record_status, server_interceptor
 
         observing = ObservingInterceptor(metrics, settings.log_requests, record_status)
-        return [server_interceptor(provider), observing, *checks]
+        return [server_interceptor(provider, SERVICE_NAME), observing, *checks]
     if metrics is not None or settings.log_requests or settings.log_format == "json":
         return [ObservingInterceptor(metrics, settings.log_requests), *checks]
     return checks  # nothing to observe: every rpc skips the wrapping
@@ -309,15 +311,16 @@ async def _serve(
         settings.budget().buffers,
         limits.max_watchers_per_tenant,
     )
-    book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl, observer=metrics)
+    book = TodoBook(store, hub, limits, default_idle_ttl=settings.default_idle_ttl, observer=metrics)
+    streams = TodoStreams(book, store, hub, limits, progress_interval=settings.progress_interval, observer=metrics)
 
-    file_descriptors = descriptors.raise_soft_limit()
-    max_connections = descriptors.connection_limit(settings.max_connections, file_descriptors)
+    file_descriptors = fd_limits.raise_soft_limit()
+    max_connections = fd_limits.connection_limit(settings.max_connections, file_descriptors)
     server = grpc.aio.server(
         options=_server_options(settings, max_connections),
         interceptors=_interceptors(settings, metrics, tracer_provider, security.auth),
     )
-    add_todo_service(server, TodoServicer(book), settings.request_timeout)
+    add_todo_service(server, TodoServicer(book, streams), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
     add_health_service(server, health_servicer, settings.request_timeout)
     if settings.reflection:
@@ -340,7 +343,7 @@ async def _serve(
     store.on_availability_change(functools.partial(_set_health, health_servicer))
     await _set_health(health_servicer, True)
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
-    watch = asyncio.create_task(descriptors.watch(file_descriptors, max_connections), name="descriptor watch")
+    watch = asyncio.create_task(fd_limits.watch(file_descriptors, max_connections), name="descriptor watch")
     log.info(
         "serving on %s:%d (%s, %s) with store %s; at most %d connections of %d streams each",
         settings.host,
@@ -352,19 +355,19 @@ async def _serve(
         settings.max_streams_per_connection,
     )
     return RunningServer(
-        server,
-        port,
-        book,
-        store,
-        health_servicer,
-        settings.shutdown_grace,
-        expiry,
-        watch,
-        metrics,
-        metrics_port,
-        telemetry,
-        security.tls,
-        security.auth,
+        server=server,
+        port=port,
+        book=book,
+        store=store,
+        health=health_servicer,
+        shutdown_grace=settings.shutdown_grace,
+        expiry=expiry,
+        descriptor_watch=watch,
+        metrics=metrics,
+        metrics_port=metrics_port,
+        telemetry=telemetry,
+        tls=security.tls,
+        auth=security.auth,
     )
 
 

@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessiontodo_server.budget import DEFAULT_BUDGET, MemoryBudget
-from sessiontodo_server.todos import Limits
+from sessiontodo_server.domain.budget import DEFAULT_BUDGET, MemoryBudget
+from sessiontodo_server.domain.todos import Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 

@@ -15,12 +15,12 @@ import redis.exceptions
 from redis_support import RedisServer
 
 from sessiontodo_server.app import open_store
-from sessiontodo_server.errors import LimitExceeded, RevisionMismatch, SessionNotFound, Unavailable
-from sessiontodo_server.mutations import AddTodo, Mutation, ReplaceTodos
+from sessiontodo_server.domain.errors import LimitExceeded, RevisionMismatch, SessionNotFound, Unavailable
+from sessiontodo_server.domain.mutations import AddTodo, Mutation, ReplaceTodos
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, Written
+from sessiontodo_server.domain.todos import EVERY_SESSION, Change, ChangeKind, Limits, RemovalReason, SessionInfo, Todo
 from sessiontodo_server.settings import redact_url
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, Written
 from sessiontodo_server.stores.redis import RedisStore, parse_redis_url
-from sessiontodo_server.todos import EVERY_SESSION, Change, ChangeKind, Limits, RemovalReason, SessionInfo, Todo
 from support import eventually
 
 OpenReplica = Callable[..., Awaitable[RedisStore]]

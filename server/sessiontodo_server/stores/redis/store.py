@@ -27,7 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessiontodo_server.errors import (
+from sessiontodo_server.domain.errors import (
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
@@ -36,14 +36,9 @@ from sessiontodo_server.errors import (
     TodoNotFound,
     Unavailable,
 )
-from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, Written
-from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
-from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
-from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
-from sessiontodo_server.stores.redis.keys import parse_redis_url
-from sessiontodo_server.stores.redis.scripts import Scripts
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
+from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -55,6 +50,11 @@ from sessiontodo_server.todos import (
     is_global_list,
     todo_bytes,
 )
+from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
+from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
+from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
+from sessiontodo_server.stores.redis.keys import parse_redis_url
+from sessiontodo_server.stores.redis.scripts import Scripts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

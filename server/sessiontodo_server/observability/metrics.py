@@ -23,13 +23,13 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from sessiontodo_server import errors
-from sessiontodo_server.book import TodoBook
-from sessiontodo_server.budget import MemoryBudget
-from sessiontodo_server.mutations import Mutation
-from sessiontodo_server.observer import ConflictReason, ResetReason
-from sessiontodo_server.stores.base import SessionState, TodoStore, Written
-from sessiontodo_server.todos import EVERY_SESSION, Change, Limits, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.domain import errors
+from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.budget import MemoryBudget
+from sessiontodo_server.domain.mutations import Mutation
+from sessiontodo_server.domain.observer import ConflictReason, ResetReason
+from sessiontodo_server.domain.store import SessionState, TodoStore, Written
+from sessiontodo_server.domain.todos import EVERY_SESSION, Change, Limits, RemovalReason, SessionFilter, SessionInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer  # the `tracing` extra

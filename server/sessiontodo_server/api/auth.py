@@ -24,8 +24,8 @@ import grpc
 from grpc_health.v1 import health
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sessiontodo_server import tenancy
-from sessiontodo_server.transport import SERVICE_NAME
+from sessiontodo_server.api.service_name import SERVICE_NAME
+from sessiontodo_server.domain import tenancy
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("sessiontodo_server.audit")
@@ -206,7 +206,7 @@ def _entering(tenant: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
     """Authenticates and authorizes every call; ``reload()`` re-reads the auth file (SIGHUP)."""
 
     def __init__(self, path: Path) -> None:

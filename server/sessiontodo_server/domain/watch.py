@@ -15,10 +15,10 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable
 
-from sessiontodo_server import tenancy
-from sessiontodo_server.budget import Held
-from sessiontodo_server.errors import LimitExceeded, Unavailable
-from sessiontodo_server.todos import Change, SessionFilter
+from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain.budget import Held
+from sessiontodo_server.domain.errors import LimitExceeded, Unavailable
+from sessiontodo_server.domain.todos import Change, SessionFilter
 
 
 class Subscription:

@@ -23,8 +23,8 @@ from typing import Any, NoReturn, cast
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from sessiontodo_server import errors
-from sessiontodo_server.logs import note_request
+from sessiontodo_server.domain import errors
+from sessiontodo_server.observability.logs import note_request
 
 log = logging.getLogger(__name__)
 

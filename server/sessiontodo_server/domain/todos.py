@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
-from sessiontodo_server import tenancy
-from sessiontodo_server.errors import InvalidArgument, LimitExceeded, TodoNotFound
+from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, TodoNotFound
 
 
 class TodoStatus(StrEnum):

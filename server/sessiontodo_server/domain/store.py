@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sessiontodo_server.mutations import Mutation
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain.mutations import Mutation
+from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     GLOBAL_SESSION_ID,
     Change,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from sessiontodo_server.errors import InvalidArgument
+from sessiontodo_server.domain.errors import InvalidArgument
 
 TENANT_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 """Tenant names: never the separator."""

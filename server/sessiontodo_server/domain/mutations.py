@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from sessiontodo_server import todos as ops
-from sessiontodo_server.errors import InvalidArgument
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain import todos as ops
+from sessiontodo_server.domain.errors import InvalidArgument
+from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     ChangeKind,
     Limits,

@@ -17,8 +17,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from sessiontodo_server.transport import SERVICE_NAME as TODO_SERVICE
-
 
 def provider_from_environment() -> TracerProvider:
     """A provider exporting by OTLP as ``OTEL_*`` says; ``service.name`` is sessiontodo unless set there."""
@@ -32,10 +30,11 @@ def provider_from_environment() -> TracerProvider:
     return provider
 
 
-def server_interceptor(provider: TracerProvider) -> grpc.aio.ServerInterceptor:
-    """Spans for TodoService only: health checks and reflection would drown the traces (and health's
+def server_interceptor(provider: TracerProvider, service_name: str) -> grpc.aio.ServerInterceptor:
+    """Spans for ``service_name`` only: health checks and reflection would drown the traces (and health's
     Watch is not the async generator the instrumentation expects of a streaming rpc)."""
-    return aio_server_interceptor(tracer_provider=provider, filter_=filters.service_name(TODO_SERVICE))
+    only_ours = filters.service_name(service_name)
+    return aio_server_interceptor(tracer_provider=provider, filter_=only_ours)  # type: ignore[no-untyped-call]
 
 
 def store_tracer(provider: TracerProvider) -> Tracer:
