@@ -14,9 +14,11 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
 from sessiontodo_server.domain.errors import LimitExceeded
 from sessiontodo_server.domain.mutations import ReplaceTodos, UpdateSession
+from sessiontodo_server.domain.streams import TodoStreams
 from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
 from sessiontodo_server.domain.todos import Todo as DomainTodo
 from sessiontodo_server.domain.watch import WatchHub
@@ -183,3 +185,29 @@ async def test_label_only_updates_keep_the_retained_history_within_its_share() -
     _, retained = store.held_bytes()
     assert retained <= budget.history
     assert store.held_bytes()[0] >= 64 * 4000  # the session's current labels are counted
+
+
+async def test_streams_count_what_they_handed_over_and_a_new_one_past_the_share_is_refused() -> None:
+    store = MemoryStore()
+    await store.open()
+    hub = WatchHub(buffer_size=8, max_watchers=1000, buffer_bytes=8 * MIB)  # about three 1 MiB snapshots
+    book = TodoBook(store, hub, Limits(max_list_bytes=3 * MIB))
+    streams = TodoStreams(book, store, hub, Limits(), progress_interval=60)
+    await store.create_session("s", SessionInfo(), 10, "")
+    await commit_big(store, "s", 0)
+    opened = []
+    with pytest.raises(LimitExceeded) as refused:
+        for _ in range(100):  # a client that never reads: each stream's snapshot stays with gRPC
+            watch = streams.watch("s", None)
+            await anext(watch)
+            opened.append(watch)
+    assert refused.value.limit == "memory"
+    assert 1 <= len(opened) <= 4
+    assert hub.in_flight <= 8 * MIB
+    for watch in opened:
+        await watch.aclose()
+    assert hub.in_flight == 0
+    assert hub.watcher_count == 0
+    again = streams.watch("s", None)
+    assert (await anext(again)).kind is ChangeKind.SNAPSHOT  # the memory came back
+    await again.aclose()
