@@ -40,7 +40,7 @@ ADD = "AddTodo"
 UPDATE = "UpdateTodo"
 GET = "GetTodos (10 todos)"
 OPERATIONS = (REPLACE, ADD, UPDATE, GET)
-TARGETS = {("memory", REPLACE): 0.8, ("sqlite", REPLACE): 0.6}
+TARGETS = {("memory", REPLACE): 0.85, ("sqlite", REPLACE): 0.75}
 """Minimum ratio to the echo baseline, by (subject, operation)."""
 
 
