@@ -157,9 +157,14 @@ def add_bare(server: grpc.aio.Server, servicer: EchoServicer) -> None:
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, guarded: bool) -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    add_bare(server, EchoServicer())
+    if guarded:  # registered exactly as the real service is: what the request guard costs
+        from sessiontodo_server.api.servicer import add_todo_service
+
+        add_todo_service(server, EchoServicer())
+    else:
+        add_bare(server, EchoServicer())
     server.add_insecure_port(f"{host}:{port}")
     await server.start()
     stop = asyncio.Event()
@@ -174,9 +179,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--event-loop", choices=("auto", "uvloop", "asyncio"), default="auto")
+    parser.add_argument("--guarded", action="store_true", help="register behind the server's request guard")
     arguments = parser.parse_args()
     with asyncio.Runner(loop_factory=loop_factory(arguments.event_loop)) as runner:
-        runner.run(serve(arguments.host, arguments.port))
+        runner.run(serve(arguments.host, arguments.port, arguments.guarded))
 
 
 if __name__ == "__main__":

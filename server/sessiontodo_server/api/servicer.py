@@ -16,13 +16,13 @@ from grpc_health.v1 import health_pb2
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server.api import request_guard
 from sessiontodo_server.api.conversions import (
-    PRIORITY_FROM_PB,
-    STATUS_FROM_PB,
+    PRIORITY_NAMES,
+    STATUS_NAMES,
     add_todos,
     draft_from_pb,
+    drafts_from_pb,
     encode_change,
     encode_feed_message,
-    enum_name,
     fill_session,
     filter_from_pb,
     optional,
@@ -114,10 +114,9 @@ class TodoServicer:
 
     @translating_errors
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
-        drafts = [draft_from_pb(todo) for todo in request.todos]
         state = await self._book.replace(
             qualified(request.session_id),
-            drafts,
+            drafts_from_pb(request.todos),
             expected_revision=optional(request, "expected_revision"),
             origin=request.origin,
         )
@@ -143,8 +142,8 @@ class TodoServicer:
             qualified(request.session_id),
             request.todo_id,
             content=optional(request, "content"),
-            status=enum_name(request.status, STATUS_FROM_PB),
-            priority=enum_name(request.priority, PRIORITY_FROM_PB),
+            status=STATUS_NAMES[request.status],
+            priority=PRIORITY_NAMES[request.priority],
             expected_revision=optional(request, "expected_revision"),
             set_metadata=dict(request.metadata),
             remove_metadata_keys=list(request.remove_metadata_keys),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sessiontodo_server.domain.mutations import Mutation
 from sessiontodo_server.domain.todos import (
@@ -47,8 +47,9 @@ class StoreStartupError(Exception):
     operator, naming the file or address; the server exits instead of serving."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionState:
+class SessionState(NamedTuple):
+    """A session as a read or a write left it (a named tuple: one is made on every call)."""
+
     session_id: str
     revision: int
     todos: tuple[Todo, ...]
@@ -70,8 +71,7 @@ class AddResult:
     """What the request asked for (``todos.request_fingerprint``); empty when not known (older data)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(NamedTuple):
     """What a write did: the session as the write left it, the change it made (None when nothing
     changed, or for a retried request id), and an AddTodo's result (for a retry, the first call's)."""
 

@@ -17,7 +17,6 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import replace
 
 from sessiontodo_server.domain import mutations
 from sessiontodo_server.domain.budget import (
@@ -42,11 +41,12 @@ from sessiontodo_server.domain.todos import (
     SessionInfo,
     Todo,
     is_global_list,
+    touched,
 )
 from sessiontodo_server.stores.memory.accounting import ListsAccount, RequestMemory
 from sessiontodo_server.stores.memory.expiry import ExpiryQueue
 from sessiontodo_server.stores.memory.journal import Journal
-from sessiontodo_server.stores.memory.records import SessionRecord, accepted_state, durable_state
+from sessiontodo_server.stores.memory.records import SessionRecord, accepted, durable_state
 from sessiontodo_server.stores.memory.retention import RetainedChanges
 
 REMOVED_MARKS = 100_000
@@ -360,40 +360,43 @@ class MemoryStore:
         limits: Limits,
     ) -> Written:
         """``write`` against the latest accepted state (never awaits, so it is atomic in the loop)."""
-        state = accepted_state(session_id, session)
+        revision, todos, info = accepted(session)
         if request_id and (previous := self._requests.find(session, request_id)) is not None:
-            return Written(state, result=previous)
-        if expected_revision is not None and expected_revision != state.revision:
-            raise RevisionMismatch(session_id, expected_revision, state.revision)
-        applied = mutations.apply(session_id, state.todos, state.info, mutation, limits)
+            return Written(SessionState(session_id, revision, todos, info), result=previous)
+        if expected_revision is not None and expected_revision != revision:
+            raise RevisionMismatch(session_id, expected_revision, revision)
+        applied = mutations.apply(session_id, todos, info, mutation, limits)
         if applied is None:
-            return Written(state)
-        revision = state.revision + 1
-        info = replace(applied.info, updated_at=now)
-        change = Change(session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin)
+            return Written(SessionState(session_id, revision, todos, info))
+        revision += 1
+        info = touched(applied.info, now)
+        size = state_bytes(applied.todos, info)
+        self._lists.check_growth(session, size)
+        self._cursor += 1
+        change = Change(
+            session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin, cursor=self._cursor
+        )
         result = None
         if isinstance(mutation, AddTodo):
-            result = AddResult(applied.todos[applied.index], applied.index, revision, mutation.fingerprint)
-        change = self._commit(session, change, state.todos, (request_id, result) if request_id and result else None)
+            result = AddResult(applied.todos[applied.position], applied.position, revision, mutation.fingerprint)
+        self._commit(session, change, size, todos, (request_id, result) if request_id and result else None)
         return Written(SessionState(session_id, revision, change.todos, info), change, result)
 
     def _commit(
         self,
         session: SessionRecord,
         change: Change,
+        size: int,
         todos_before: tuple[Todo, ...],
         request: tuple[str, AddResult] | None,
-    ) -> Change:
-        """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
-        size = state_bytes(change.todos, change.info)
-        self._lists.check_growth(session, size)
-        self._cursor += 1
-        change = replace(change, cursor=self._cursor)
+    ) -> None:
+        """Accept ``change`` (its list and labels ``size`` bytes, already within the budget):
+        applied at once without a journal, else once the journal has made it durable."""
         change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
         now = self._clock()
         if self._journal is None:
             self._apply(session, change, size, request, now)
-            return change
+            return
         before = session.pending
         if request is not None:
             self._requests.remember(session, *request, now)  # a retry of this AddTodo is answered once it is durable
@@ -412,7 +415,6 @@ class MemoryStore:
         session.pending = change
         floor = self._requests.floor(session, change.revision, now)
         session.written = self._journal.commit(change, todos_before, request, floor, done)
-        return change
 
     def _apply(
         self, session: SessionRecord, change: Change, size: int, request: tuple[str, AddResult] | None, now: float
