@@ -50,7 +50,7 @@ def shares(collapsed: str) -> tuple[int, collections.Counter[str], collections.C
     return total, inclusive, own
 
 
-async def profile(server: ServerProcess, seconds: float, cpus: CpuPlan, raw: Path) -> None:
+async def profile(server: ServerProcess, seconds: float, cpus: CpuPlan, raw: Path, native: bool) -> None:
     async with grpc.aio.insecure_channel(server.address) as channel:
         target = Target(server, channel)
         session_id = await target.fresh_session("profile")
@@ -58,8 +58,8 @@ async def profile(server: ServerProcess, seconds: float, cpus: CpuPlan, raw: Pat
         await h2load(server.address, "ReplaceTodos", body, cpus=cpus.load, duration=1.0)  # warm up
         spy = await asyncio.create_subprocess_exec(
             str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(server.pid), "--rate", "500",
-            "--duration", str(round(seconds)), "--format", "raw", "--threads", "--output", str(raw), "--nonblocking",
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            "--duration", str(round(seconds)), "--format", "raw", "--threads", "--output", str(raw),
+            *(["--native"] if native else ["--nonblocking"]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         result = await h2load(server.address, "ReplaceTodos", body, cpus=cpus.load, duration=seconds + 1)
         await spy.wait()
@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
+    parser.add_argument("--native", action="store_true", help="C frames too (grpc's Cython core, protobuf)")
     arguments = parser.parse_args()
     cpus = CpuPlan.of_this_machine()
     os.sched_setaffinity(0, cpus.load)
@@ -88,7 +89,7 @@ def main() -> None:
         async def run() -> None:
             await server.start()
             try:
-                await profile(server, arguments.seconds, cpus, raw)
+                await profile(server, arguments.seconds, cpus, raw, arguments.native)
             finally:
                 await server.stop()
 
