@@ -76,12 +76,13 @@ class Deadlines:
                 task.cancel()
 
 
-async def _receive(method: str, deadlines: Deadlines, context: grpc.aio.ServicerContext, reject: Reject) -> Any:
-    """The request, parsed by grpc (``request_deserializer``): a call whose message does not come
-    in time is DEADLINE_EXCEEDED, one without a message or with a malformed one INVALID_ARGUMENT."""
+async def _receive(
+    method: str, parse: Callable[[bytes], Message], deadlines: Deadlines, context: grpc.aio.ServicerContext
+) -> Any:
+    """The request, parsed; raises InvalidArgument when it is missing or malformed."""
     task = deadlines.enter()
     try:
-        request = await context.read()
+        raw = await context.read()
     except asyncio.CancelledError:
         if not deadlines.overdue(task):
             raise  # the client went away
@@ -89,13 +90,15 @@ async def _receive(method: str, deadlines: Deadlines, context: grpc.aio.Servicer
         await context.abort(
             grpc.StatusCode.DEADLINE_EXCEEDED, f"the request message did not arrive within {deadlines.timeout:g}s"
         )
-    except DecodeError as error:
-        log.warning("%s from %s: malformed request message (%s)", method, context.peer(), error)
-        await reject(context, errors.InvalidArgument([("request", f"not a valid protobuf message: {error}")]))
     finally:
         deadlines.leave(task)
-    if request is grpc.aio.EOF:
-        await reject(context, errors.InvalidArgument([("request", "no request message was sent")]))
+    if raw is grpc.aio.EOF:
+        raise errors.InvalidArgument([("request", "no request message was sent")])
+    try:
+        request = parse(raw)
+    except DecodeError as error:
+        log.warning("%s from %s: malformed request message (%s)", method, context.peer(), error)
+        raise errors.InvalidArgument([("request", f"not a valid protobuf message: {error}")]) from None
     note_request(request)
     return request
 
@@ -109,9 +112,13 @@ def unary_handler(
     reject: Reject,
 ) -> grpc.RpcMethodHandler:
     async def guarded(requests: object, context: grpc.aio.ServicerContext) -> Any:
-        return await behaviour(await _receive(method, deadlines, context, reject), context)
+        try:
+            request = await _receive(method, parse, deadlines, context)
+        except errors.InvalidArgument as error:
+            await reject(context, error)
+        return await behaviour(request, context)
 
-    return grpc.stream_unary_rpc_method_handler(guarded, request_deserializer=parse, response_serializer=serialize)
+    return grpc.stream_unary_rpc_method_handler(guarded, response_serializer=serialize)
 
 
 def server_streaming_handler(
@@ -127,18 +134,22 @@ def server_streaming_handler(
     if not inspect.isasyncgenfunction(behaviour):
 
         async def guarded_writer(requests: object, context: grpc.aio.ServicerContext) -> None:
-            request = await _receive(method, deadlines, context, reject)
+            try:
+                request = await _receive(method, parse, deadlines, context)
+            except errors.InvalidArgument as error:
+                await reject(context, error)
             await cast(Awaitable[None], behaviour(request, context))
 
-        return grpc.stream_stream_rpc_method_handler(
-            guarded_writer, request_deserializer=parse, response_serializer=serialize
-        )
+        return grpc.stream_stream_rpc_method_handler(guarded_writer, response_serializer=serialize)
 
     async def guarded(requests: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        request = await _receive(method, deadlines, context, reject)
+        try:
+            request = await _receive(method, parse, deadlines, context)
+        except errors.InvalidArgument as error:
+            await reject(context, error)
         stream = cast(AsyncGenerator[Any, None], behaviour(request, context))
         async with aclosing(stream):  # a cancel ends the servicer's stream at once
             async for item in stream:
                 yield item
 
-    return grpc.stream_stream_rpc_method_handler(guarded, request_deserializer=parse, response_serializer=serialize)
+    return grpc.stream_stream_rpc_method_handler(guarded, response_serializer=serialize)
