@@ -15,7 +15,6 @@ from sessiontodo_server.event_loop import loop_factory
 from sessiontodo_server.observability.logs import configure_logging
 from sessiontodo_server.settings import Settings
 
-
 YOUNG_COLLECTION_THRESHOLD = 10_000
 """Allocations between collections of the youngest generation (CPython's default: 700)."""
 

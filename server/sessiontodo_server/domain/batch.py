@@ -53,7 +53,7 @@ class Outcome(NamedTuple):
     changed: bool
     todo: Todo | None = None
     """AddTodo and UpdateTodo: the todo as stored."""
-    index: int = 0
+    position: int = 0
     """AddTodo: where the todo is."""
     todo_ids: tuple[str, ...] = ()
     """ReplaceTodos: the list's ids as stored."""
