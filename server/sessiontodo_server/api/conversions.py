@@ -4,6 +4,7 @@ sees and counts its own sessions."""
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -12,6 +13,8 @@ from google.protobuf import duration_pb2
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain.batch import Outcome
+from sessiontodo_server.domain.errors import InvalidArgument, TodoError
 from sessiontodo_server.domain.store import SessionState
 from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
@@ -190,3 +193,38 @@ def filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
     session_ids = frozenset(qualified(sid, f"filter.session_ids[{i}]") for i, sid in enumerate(message.session_ids))
     parent_id = qualified(message.parent_id, "filter.parent_id")
     return SessionFilter(session_ids, parent_id, dict(message.labels), tenancy.current())
+
+
+def add_results(field: Any, outcomes: Iterable[Outcome]) -> None:
+    """A batch's outcomes as WriteResults, built in place."""
+    add = field.add
+    for outcome in outcomes:
+        result = add(revision=outcome.revision, changed=outcome.changed, index=outcome.position)
+        if outcome.todo is not None:
+            result.todo.CopyFrom(todo_to_pb(outcome.todo))
+        if outcome.todo_ids:
+            result.todo_ids.extend(outcome.todo_ids)
+        if outcome.removed:
+            result.removed_session_ids.extend(map(tenancy.local, outcome.removed))
+
+
+def fingerprint(request: pb.BatchWriteRequest) -> str:
+    """What a batch asks for, request id aside: a retry is byte for byte the same batch."""
+    asked = pb.BatchWriteRequest()
+    asked.CopyFrom(request)
+    asked.request_id = ""
+    return hashlib.blake2b(asked.SerializeToString(deterministic=True), digest_size=16).hexdigest()
+
+
+def operation_name(request: pb.BatchWriteRequest, index: int) -> str:
+    """The name of the operation set in the batch's ``index``-th write (``add_todo``...)."""
+    return request.writes[index].WhichOneof("operation") or "operation"
+
+
+def in_write(error: TodoError, prefix: str) -> TodoError:
+    """A batch's error with its BadRequest field paths inside their write (``writes[3].add_todo.todo.content``)."""
+    if isinstance(error, InvalidArgument):
+        inside = InvalidArgument([(f"{prefix}{field}", why) for field, why in error.violations])
+        inside.write_index, inside.args = error.write_index, error.args
+        return inside
+    return error
