@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from redis_support import RedisServer
 
+from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Outcome, Remove, Write
 from sessiontodo_server.domain.errors import (
+    BatchRequestIdReused,
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
@@ -473,3 +475,113 @@ async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> N
     await _create(store, "s")
     again = await _write(store, "s", AddTodo(Todo("t", "once"), None, False), request_id="req-1")
     assert again.change is not None
+
+
+async def _batch(
+    store: TodoStore, *operations: Operation, request_id: str = "", fingerprint: str = "", limits: Limits = LIMITS
+) -> BatchWritten:
+    return await store.write_batch(
+        operations, request_id=request_id, fingerprint=fingerprint, origin="batch", now=5.0, limits=limits
+    )
+
+
+async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(store: TodoStore) -> None:
+    written = await _batch(
+        store,
+        Create("b", SessionInfo()),
+        Write("b", ReplaceTodos(_todos("one"))),
+        Write("b", AddTodo(Todo("t1", "two"), None, True), expected_revision=1),
+        Write("b", UpdateTodo("t0", content="uno")),
+        Create("b.child", SessionInfo(parent_id="b")),
+    )
+
+    assert [outcome.revision for outcome in written.outcomes] == [0, 1, 2, 3, 0]
+    state = await store.get("b")
+    assert state is not None and [todo.content for todo in state.todos] == ["uno", "two"]
+
+
+async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive_cursors(store: TodoStore) -> None:
+    before = (await store.snapshot())[0]
+
+    written = await _batch(
+        store,
+        Create("b", SessionInfo()),
+        Write("b", ReplaceTodos(_todos("one"))),
+        Write("b", ReplaceTodos(_todos("one"))),  # the same list: no change
+        Write("b", RemoveTodo("t0")),
+    )
+
+    kinds = [change.kind for change in written.changes]
+    assert kinds == [ChangeKind.SESSION_CREATED, ChangeKind.TODOS_REPLACED, ChangeKind.TODO_REMOVED]
+    assert [change.cursor for change in written.changes] == [before + 1, before + 2, before + 3]
+    assert [change.origin for change in written.changes] == ["batch"] * 3
+    feed = await store.feed_after(before)
+    assert [(c.cursor, c.kind, c.revision) for c in feed or ()] == [(c.cursor, c.kind, c.revision) for c in written.changes]
+
+
+async def test_a_batch_with_a_failing_operation_writes_nothing(store: TodoStore) -> None:
+    await _create(store, "a")
+    await _commit(store, "a", "kept")
+    before = (await store.snapshot())[0]
+
+    with pytest.raises(TodoNotFound) as raised:
+        await _batch(
+            store,
+            Create("new", SessionInfo()),
+            Write("a", ReplaceTodos(_todos("lost"))),
+            Write("a", RemoveTodo("no-such-todo")),
+        )
+
+    assert raised.value.write_index == 2
+    assert await store.get("new") is None
+    state = await store.get("a")
+    assert state is not None and [todo.content for todo in state.todos] == ["kept"]
+    assert (await store.snapshot())[0] == before
+
+
+async def test_a_batch_refuses_a_stale_expected_revision_naming_the_write(store: TodoStore) -> None:
+    await _create(store, "a")
+
+    with pytest.raises(RevisionMismatch) as raised:
+        await _batch(store, Write("a", ReplaceTodos(_todos("x"))), Write("a", RemoveTodo("t0"), expected_revision=0))
+
+    assert raised.value.write_index == 1
+
+
+async def test_a_batch_removal_takes_descendants_created_in_the_same_batch(store: TodoStore) -> None:
+    await _create(store, "p")
+
+    written = await _batch(store, Create("p.c", SessionInfo(parent_id="p")), Remove("p"), Remove("gone"))
+
+    assert written.outcomes[1].removed == ("p", "p.c")
+    assert written.outcomes[2] == Outcome(0, False)
+    assert [change.kind for change in written.changes][-2:] == [ChangeKind.SESSION_REMOVED] * 2
+    assert await store.get("p.c") is None
+
+
+async def test_a_batch_creating_past_the_session_limit_is_refused(store: TodoStore) -> None:
+    limits = Limits(max_sessions=2)
+
+    with pytest.raises(LimitExceeded) as raised:
+        await _batch(store, *(Create(f"s{n}", SessionInfo()) for n in range(3)), limits=limits)
+
+    assert raised.value.write_index == 2
+    assert await store.session_count() == 0
+
+
+async def test_a_remembered_batch_request_id_returns_the_first_outcomes_and_writes_nothing(store: TodoStore) -> None:
+    first = await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+    cursor = (await store.snapshot())[0]
+
+    again = await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+
+    assert again.outcomes == first.outcomes
+    assert again.changes == ()
+    assert (await store.snapshot())[0] == cursor
+
+
+async def test_a_batch_request_id_reused_for_another_batch_is_refused(store: TodoStore) -> None:
+    await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+
+    with pytest.raises(BatchRequestIdReused):
+        await _batch(store, Create("c", SessionInfo()), request_id="\nr1", fingerprint="g")
