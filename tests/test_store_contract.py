@@ -516,7 +516,9 @@ async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive
     assert [change.cursor for change in written.changes] == [before + 1, before + 2, before + 3]
     assert [change.origin for change in written.changes] == ["batch"] * 3
     feed = await store.feed_after(before)
-    assert [(c.cursor, c.kind, c.revision) for c in feed or ()] == [(c.cursor, c.kind, c.revision) for c in written.changes]
+    assert [(c.cursor, c.kind, c.revision) for c in feed or ()] == [
+        (c.cursor, c.kind, c.revision) for c in written.changes
+    ]
 
 
 async def test_a_batch_with_a_failing_operation_writes_nothing(store: TodoStore) -> None:
