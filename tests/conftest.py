@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from certificates import CertificateAuthority, Issued
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer, start_server
-from support import make_settings
+from tests.support import make_settings
+from tests.support.certificates import CertificateAuthority, Issued
+from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -49,3 +50,10 @@ def ca(tmp_path: Path) -> CertificateAuthority:
 @pytest.fixture
 def server_cert(ca: CertificateAuthority) -> Issued:
     return ca.issue("127.0.0.1", server=True)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server of the test's own, for the Redis store's contract and peer tests."""
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
