@@ -7,12 +7,11 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
-from sessiontodo_server.api.status_trailers import TRAILER_BUDGET, fit_status, trailer_size
 from sessiontodo_server.app import RunningServer
 
 GLOBAL = "sessiontodo:global"
@@ -70,26 +69,3 @@ async def test_an_echoed_16000_character_todo_id_is_not_found_with_the_id_cut_sh
     assert message.startswith("todo 'tttt") and len(message.encode()) <= 1024
     echoed = next(value for value in metadata.values() if value.startswith("ttt"))
     assert len(echoed) <= 200 and "16000" in echoed
-
-
-def test_a_small_status_is_left_as_it_is() -> None:
-    status = status_pb2.Status(code=code_pb2.NOT_FOUND, message="session not found: 'a'")
-    status.details.add().Pack(error_details_pb2.ErrorInfo(reason="SESSION_NOT_FOUND", metadata={"sessionId": "a"}))
-    assert fit_status(status) == status
-
-
-@pytest.mark.parametrize("count", [1, 50, 81, 500, 10_000])
-@pytest.mark.parametrize("text", ["x", "é" * 300, "%" * 5000])
-def test_every_status_fits_the_budget_and_keeps_its_code(count: int, text: str) -> None:
-    bad_request = error_details_pb2.BadRequest(
-        field_violations=[
-            error_details_pb2.BadRequest.FieldViolation(field=f"f{n}{text}", description=text) for n in range(count)
-        ]
-    )
-    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=text * count)
-    status.details.add().Pack(bad_request)
-    status.details.add().Pack(error_details_pb2.ErrorInfo(reason="INVALID_ARGUMENT", metadata={"value": text * 100}))
-    fitted = fit_status(status)
-    assert fitted.code == code_pb2.INVALID_ARGUMENT
-    assert trailer_size(fitted) <= TRAILER_BUDGET
-    assert len(fitted.details) == 2

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -13,13 +12,11 @@ import pytest
 import redis.asyncio
 import redis.exceptions
 
-from sessiontodo_server.app import open_store
 from sessiontodo_server.domain.errors import LimitExceeded, RevisionMismatch, SessionNotFound, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, ReplaceTodos
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, Written
 from sessiontodo_server.domain.todos import EVERY_SESSION, Change, ChangeKind, Limits, RemovalReason, SessionInfo, Todo
-from sessiontodo_server.settings import redact_url
-from sessiontodo_server.stores.redis import RedisStore, parse_redis_url
+from sessiontodo_server.stores.redis import RedisStore
 from tests.support import eventually
 from tests.support.redis_server import RedisServer
 
@@ -392,40 +389,6 @@ async def test_the_store_reports_losing_redis_and_getting_it_back(
     await eventually(lambda: reports == [False])
     redis_server.start()
     await eventually(lambda: reports == [False, True], timeout=10)
-
-
-def test_a_redis_url_carries_the_key_prefix_and_redis_py_options() -> None:
-    location = parse_redis_url("rediss://:secret@cache:6380/2?prefix=team-a:&socket_timeout=1&health_check_interval=3")
-    assert (location.prefix, location.timeout) == ("team-a:", 1.0)
-    assert location.url == "rediss://:secret@cache:6380/2?health_check_interval=3"
-    assert parse_redis_url("redis://cache:6379/0").prefix == "sessiontodo:"
-
-
-def test_a_prefix_with_braces_is_refused_because_braces_choose_cluster_slots() -> None:
-    with pytest.raises(ValueError, match="braces"):
-        parse_redis_url("redis://cache:6379/0?prefix={team}:")
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "redis://:hunter2@cache:6379/0",
-        "redis://user:hunter2@cache:6379/0",
-        "rediss://cache:6379/0?password=hunter2&socket_timeout=1",
-        "redis://cache:6379/0?sentinel_password=hunter2",
-    ],
-)
-def test_a_store_url_is_logged_without_its_password_in_any_form(url: str, caplog: pytest.LogCaptureFixture) -> None:
-    assert "hunter2" not in redact_url(url) and "cache:6379" in redact_url(url)
-    caplog.set_level(logging.DEBUG)
-    with pytest.raises(ValueError) as refused:
-        open_store(url.replace("redis", "resid", 1), 8)
-    assert "hunter2" not in str(refused.value)
-
-
-def test_the_server_opens_a_redis_store_for_redis_and_rediss_urls() -> None:
-    assert isinstance(open_store("redis://127.0.0.1:1/0", 8), RedisStore)
-    assert isinstance(open_store("rediss://127.0.0.1:1/0", 8), RedisStore)
 
 
 async def test_a_redis_error_naming_an_internal_address_reaches_clients_as_unavailable_without_it(
