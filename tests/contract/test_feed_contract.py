@@ -252,6 +252,7 @@ async def test_shutdown_ends_the_feed_with_unavailable(server: RunningServer, st
     assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+@pytest.mark.process
 async def test_the_typed_client_resumes_its_feed_across_a_server_restart(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'todos.db'}"
     events: list[FeedEvent] = []

@@ -25,6 +25,8 @@ from tests.contract.test_feed_contract import (  # the same checks, collected he
 )
 from tests.support.redis_server import RedisServer
 
+pytestmark = [pytest.mark.redis, pytest.mark.peer, pytest.mark.process]
+
 __all__ = [
     "stub",
     "test_a_cursor_that_cannot_be_bridged_gets_a_reset_and_a_fresh_snapshot",

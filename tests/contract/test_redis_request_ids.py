@@ -12,6 +12,8 @@ from tests.contract.test_request_ids import (  # the same checks, collected here
 )
 from tests.support.redis_server import RedisServer
 
+pytestmark = [pytest.mark.redis, pytest.mark.peer, pytest.mark.process]
+
 __all__ = [
     "test_a_retry_returns_the_first_result_and_adds_nothing",
     "test_a_reused_request_id_asking_for_something_else_is_failed_precondition",

@@ -40,7 +40,14 @@ HISTORY = 4
 FEED_HISTORY = 8
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-fsync", "redis"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        "sqlite-fsync",
+        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.peer, pytest.mark.process]),
+    ]
+)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
     with ExitStack() as servers:
         engines: dict[str, Callable[[], TodoStore]] = {

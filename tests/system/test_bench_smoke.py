@@ -16,6 +16,8 @@ import pytest
 
 from tests.support import ROOT
 
+pytestmark = [pytest.mark.slow, pytest.mark.peer, pytest.mark.process]
+
 FIGURES = (
     "1. write throughput",
     "2. isolation",

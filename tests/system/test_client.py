@@ -18,6 +18,7 @@ from sessiontodo_server.app import RunningServer
 from tests.support import ServerProcess, free_port
 
 
+@pytest.mark.process
 async def test_unary_calls_are_retried_until_the_service_comes_up(tmp_path: Path) -> None:
     port = free_port()
     server = ServerProcess("--store", "memory://", port=port)
@@ -31,6 +32,7 @@ async def test_unary_calls_are_retried_until_the_service_comes_up(tmp_path: Path
     assert (session.session_id, created) == ("late", True)
 
 
+@pytest.mark.process
 async def test_the_watch_resumes_after_a_server_restart_without_loss_or_duplicates(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'todos.db'}"
     server = ServerProcess("--store", store).start()

@@ -21,6 +21,8 @@ from sessiontodo_server.app import RunningServer
 from tests.support import eventually
 from tests.support.certificates import CertificateAuthority, Issued, auth_toml
 
+pytestmark = pytest.mark.process
+
 CTL = str(Path(sys.executable).parent / "sessiontodoctl")
 
 
@@ -174,6 +176,7 @@ class Terminal:
         subprocess.run([*self._tmux, "kill-server"], check=False, capture_output=True)
 
 
+@pytest.mark.peer
 async def test_watch_shows_the_list_changing_live_in_a_terminal(server: RunningServer, client: TodoClient) -> None:
     await client.create_session("demo")
     await client.replace_todos("demo", [Todo(id="parse", content="Write the parser")])

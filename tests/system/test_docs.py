@@ -42,6 +42,8 @@ import pytest
 
 from tests.support import ROOT
 
+pytestmark = [pytest.mark.slow, pytest.mark.peer, pytest.mark.process]
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"sh", "bash", "shell"}
 MARKER = re.compile(r"^<!--\s*doc-runner:\s*(\w+)\s*-->$")

@@ -13,6 +13,8 @@ from sessiontodo_client import ChangeKind, ServiceError, Todo, TodoClient, TodoS
 from sessiontodo_server.app import open_store
 from tests.support import ServerProcess, eventually
 
+pytestmark = pytest.mark.process
+
 GLOBAL = "sessiontodo:global"
 """The reserved id of RFC-0034's sessionless global list."""
 

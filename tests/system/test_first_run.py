@@ -11,6 +11,8 @@ import pytest
 
 from tests.support import ROOT, free_port
 
+pytestmark = pytest.mark.process
+
 COMMANDS = {
     "sessiontodo_server": ("SESSIONTODO_PORT", "sessiontodo_server.settings"),
     "sessiontodo_opencode": ("SESSIONTODO_OPENCODE_PORT", "sessiontodo_opencode.settings"),

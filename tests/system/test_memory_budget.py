@@ -110,6 +110,7 @@ def rss_bytes(server: ServerProcess) -> int:
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.process
 async def test_a_watched_session_of_big_lists_stays_within_the_budget_and_gives_memory_back() -> None:
     """Regression: every 1 MiB write grew RSS by 2 MiB for good (an unbounded encoding cache)."""
     with ServerProcess("--store", "memory://", "--memory-budget", str(64 * MIB)) as server:

@@ -3,7 +3,8 @@
 The sdist and the wheel are built from a clean copy of the work tree (no generated code, no
 venv), the wheel is installed into a fresh venv, and every module is imported from there and
 every console script started. The declared lowest versions of the direct dependencies are
-installed into another venv that runs the fast tests: floors that are not true fail here.
+installed into another venv that runs the in-process tests (markers ``not slow and not process``):
+floors that are not true fail here.
 uv (a dev dependency) keeps its downloads in its cache, so a second run needs no network.
 """
 
@@ -22,6 +23,8 @@ import pytest
 
 from tests.support import ROOT
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 UV = Path(sys.executable).parent / "uv"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGES = (
@@ -37,17 +40,11 @@ GENERATED = [
     f"sessiontodo/v1/todo_service{suffix}" for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
 RUNTIME_EXTRAS = "opencode,acp,redis,ctl,tracing"
-# Fast tests touching every direct dependency: protobuf and grpcio everywhere, pydantic and
-# pydantic-settings (configuration, OpenCode and ACP models), starlette/uvicorn/httpx, redis-py's import.
-FAST_TESTS = [
-    "tests/unit/test_todos.py",
-    "tests/system/test_validation.py",
-    "tests/system/test_sessions_and_writes.py",
-    "tests/system/test_client.py",
-    "tests/system/test_first_run.py",
-    "tests/peers/opencode/test_opencode_routes.py",
-    "tests/unit/test_acp_conversions.py",
-]
+# The tests that run in one process and quickly: between them they touch every direct
+# dependency — protobuf and grpcio everywhere, pydantic and pydantic-settings (configuration,
+# OpenCode and ACP models), starlette/uvicorn/httpx (the sidecar), the ACP SDK, typer and rich
+# (sessiontodoctl), OpenTelemetry, prometheus-client; collecting them imports redis-py.
+IN_PROCESS_TESTS = "not slow and not process"
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 300, pythonpath: str = "") -> str:
@@ -122,7 +119,7 @@ def test_the_wheel_installs_into_a_fresh_venv_with_every_module_and_command_work
 
 
 @pytest.mark.timeout(600)
-def test_the_lowest_declared_versions_pass_the_fast_tests(built: tuple[Path, Path], tmp_path: Path) -> None:
+def test_the_lowest_declared_versions_pass_the_in_process_tests(built: tuple[Path, Path], tmp_path: Path) -> None:
     python = fresh_venv(tmp_path / "venv")
     extras = [f"--extra={extra}" for extra in (*RUNTIME_EXTRAS.split(","), "dev")]
     run(
@@ -150,7 +147,8 @@ def test_the_lowest_declared_versions_pass_the_fast_tests(built: tuple[Path, Pat
         "-q",
         "-p",
         "no:cacheprovider",
-        *FAST_TESTS,
+        "-m",
+        IN_PROCESS_TESTS,
         cwd=ROOT,
         timeout=500,
         pythonpath=source_roots,

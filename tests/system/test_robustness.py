@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support import ServerProcess
 from tests.support.fault_run import run_through_faults
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 
 async def test_watchers_and_writes_survive_kill_9_and_sigterm_restarts(tmp_path: Path) -> None:

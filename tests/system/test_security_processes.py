@@ -17,6 +17,8 @@ import pytest
 from tests.support import GOOGLEAPIS_PROTO_DIR, GRPCURL, NODE_SUITES, ROOT, ServerProcess, run_node_suite
 from tests.support.certificates import CertificateAuthority, Issued, auth_toml
 
+pytestmark = [pytest.mark.peer, pytest.mark.process]
+
 SERVICE = "sessiontodo.v1.TodoService"
 WRITER, READER = "writer-token-0123456789", "reader-token-0123456789"
 EXIT_UNAUTHENTICATED, EXIT_PERMISSION_DENIED = 64 + 16, 64 + 7

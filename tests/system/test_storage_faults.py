@@ -81,6 +81,7 @@ def run_server(store: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_a_second_server_on_the_same_file_exits_with_one_line_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "todos.db"
     with ServerProcess("--store", f"sqlite:///{path}"):
@@ -91,6 +92,7 @@ def test_a_second_server_on_the_same_file_exits_with_one_line_naming_it(tmp_path
     assert str(path) in lines[0] and "in use by another sessiontodo server" in lines[0]
 
 
+@pytest.mark.process
 def test_a_corrupted_file_is_one_line_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "todos.db"
     path.write_bytes(b"this is not a database, just bytes " * 200)

@@ -140,6 +140,7 @@ async def test_lines_logged_inside_an_rpc_carry_its_session_and_method(
     assert created["method"] == "/sessiontodo.v1.TodoService/CreateSession"
 
 
+@pytest.mark.process
 def test_the_server_process_writes_one_json_object_per_line_to_stderr() -> None:
     server = ServerProcess(
         "--store", "memory://", "--log-format", "json", "--log-requests", "true", stderr=subprocess.PIPE

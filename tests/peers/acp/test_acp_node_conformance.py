@@ -11,8 +11,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from sessiontodo_server.app import RunningServer
 from tests.support import NODE_SUITES, run_node_suite
+
+pytestmark = pytest.mark.process
 
 NODE_SUITE = NODE_SUITES / "acp_proxy.test.mjs"
 PLAN_AGENT = Path(__file__).with_name("plan_agent.py")

@@ -18,6 +18,8 @@ from tests.peers.opencode_real.opencode_peer import OPENCODE_BIN, OpenCodeHome
 from tests.peers.opencode_real.stub_model import StubModel
 from tests.support import NODE_SUITES, ROOT, run_node_suite
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 NODE_SUITE = NODE_SUITES / "acp_opencode.test.mjs"
 OPENCODE_BINARIES = {
     "1.15.4": ROOT / "node_modules" / "opencode-ai-1154" / "bin" / "opencode.exe",

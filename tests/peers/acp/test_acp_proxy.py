@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sessiontodo_client import NotFound, Todo, TodoClient, TodoPriority, TodoStatus
 from tests.support import ServerProcess, eventually, free_port
+
+pytestmark = pytest.mark.process
 
 WAIT = 30.0
 """Seconds to wait for an eventual outcome: proxies and agents are separate processes on a busy machine."""

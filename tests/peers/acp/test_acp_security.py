@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sessiontodo_acp.settings import ProxySettings
 from sessiontodo_client import ChannelSecurity, NotFound, TodoClient
 from sessiontodo_server.app import RunningServer
@@ -31,6 +33,7 @@ def test_the_proxy_takes_the_ca_client_certificate_and_token_as_flags(tmp_path: 
     assert settings.channel_security() == ChannelSecurity(True, ca.cert_pem, agent.cert_pem, agent.key_pem, TOKEN)
 
 
+@pytest.mark.process
 async def test_plans_reach_a_server_that_needs_tls_and_a_token(
     start: Callable[..., Awaitable[RunningServer]], open_editor: Any, tmp_path: Path
 ) -> None:
@@ -61,6 +64,7 @@ async def test_plans_reach_a_server_that_needs_tls_and_a_token(
         await eventually(stored, timeout=30)
 
 
+@pytest.mark.process
 async def test_an_unreadable_token_file_turns_mirroring_off_but_never_the_conversation(tmp_path: Path) -> None:
     echo = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()"
     process = await asyncio.create_subprocess_exec(

@@ -20,6 +20,8 @@ import pytest
 from sessiontodo.v1 import todo_service_pb2 as pb
 from tests.support import GRPCURL, ROOT, ServerProcess
 
+pytestmark = pytest.mark.process
+
 SERVICE = "sessiontodo.v1.TodoService"
 HEALTH_CHECK = "grpc.health.v1.Health/Check"
 # grpcurl exits with 64 + the gRPC status code when the call fails.

@@ -22,6 +22,8 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import NotFound, Todo, TodoClient
 from tests.support import ROOT, ServerProcess, free_port, terminate, wait_until_serving
 
+pytestmark = pytest.mark.process
+
 CONFIG = ROOT / "docs" / "front" / "haproxy.cfg"
 CREATE_SESSION = "/sessiontodo.v1.TodoService/CreateSession"
 IDLE = 2

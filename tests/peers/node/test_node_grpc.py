@@ -7,8 +7,12 @@ would; it decodes rich errors with googleapis' own google/rpc/*.proto files.
 
 from __future__ import annotations
 
+import pytest
+
 from sessiontodo_server.app import RunningServer
 from tests.support import GOOGLEAPIS_PROTO_DIR, NODE_SUITES, run_node_suite
+
+pytestmark = pytest.mark.process
 
 NODE_SUITE = NODE_SUITES / "grpc.test.mjs"
 

@@ -192,6 +192,7 @@ async def test_closing_the_bridge_ends_its_feed_and_subscriptions(client: TodoCl
     await eventually(lambda: server.book.watcher_count == 0)
 
 
+@pytest.mark.process
 async def test_the_feed_resumes_after_the_service_restarts(tmp_path: Path) -> None:
     port = free_port()
     store = f"sqlite:///{tmp_path / 'todos.db'}"
@@ -209,6 +210,7 @@ async def test_the_feed_resumes_after_the_service_restarts(tmp_path: Path) -> No
                 assert listed(await next_update(subscription)) == ("ses_a", ["before", "after"])
 
 
+@pytest.mark.process
 async def test_a_service_that_lost_everything_is_announced_as_deleted_sessions(tmp_path: Path) -> None:
     port = free_port()
     with ServerProcess("--store", "memory://", port=port) as service:

@@ -131,6 +131,7 @@ async def test_an_allowed_origin_gets_cors_and_its_preflight_needs_no_credential
     assert call.headers["access-control-allow-origin"] == "http://app.example"
 
 
+@pytest.mark.process
 async def test_the_opencode_sdk_works_against_a_sidecar_with_basic_auth(launch_sidecar: Launch) -> None:
     sidecar = await launch_sidecar(server_username="agent", server_password=PASSWORD)
 
@@ -145,6 +146,7 @@ async def test_the_opencode_sdk_works_against_a_sidecar_with_basic_auth(launch_s
 # The protected default: like sessiontodo's server (and unlike `opencode serve`, which only warns)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("password", [None, ""])
 def test_a_sidecar_on_a_public_address_without_basic_auth_refuses_to_start(password: str | None) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SESSIONTODO_OPENCODE_", "OPENCODE_SERVER_"))}
@@ -219,6 +221,7 @@ async def test_basic_auth_or_an_explicit_insecure_flag_lets_it_listen_publicly(l
         assert response.status_code == 200, response.text
 
 
+@pytest.mark.process
 async def test_the_sidecar_process_reaches_a_server_that_needs_tls_and_a_token(
     start: Callable[..., Awaitable[RunningServer]], tmp_path: Path
 ) -> None:

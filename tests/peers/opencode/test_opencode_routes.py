@@ -352,6 +352,7 @@ async def test_a_session_created_through_grpc_is_readable_through_the_gateway(
     assert [t["content"] for t in response.json()] == ["from grpc"]
 
 
+@pytest.mark.process
 async def test_the_gateway_answers_503_while_the_service_is_down(
     launch_sidecar: Callable[..., Awaitable[RunningSidecar]],
 ) -> None:

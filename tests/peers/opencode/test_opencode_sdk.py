@@ -12,6 +12,8 @@ import pytest
 from sessiontodo_opencode import RunningSidecar
 from tests.support import NODE_SUITES, run_node_suite
 
+pytestmark = pytest.mark.process
+
 
 @pytest.mark.parametrize("suite", ["opencode.test.mjs", "opencode-v2.test.mjs"], ids=["default-client", "v2-client"])
 async def test_the_opencode_sdk_passes_the_conformance_suite_against_the_sidecar(

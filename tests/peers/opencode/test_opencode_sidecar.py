@@ -8,10 +8,13 @@ import signal
 import sys
 
 import httpx
+import pytest
 
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode.opencode_support import EventFeed, create_once_serving, todos
 from tests.support import ROOT, eventually, free_port
+
+pytestmark = pytest.mark.process
 
 
 async def test_the_sidecar_process_serves_opencode_routes_and_stops_cleanly_on_sigterm(server: RunningServer) -> None:

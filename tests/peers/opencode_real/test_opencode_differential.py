@@ -12,12 +12,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode import Settings, Todo, start_sidecar
 from sessiontodo_opencode.translate import todo_to_service
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode_real.differential import differences, sdk_report
 from tests.peers.opencode_real.opencode_peer import OpenCodeServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 DOCUMENTED_DIFFERENCES = {
     # Every todo the sidecar lists has an id: the default client's Todo type requires one.

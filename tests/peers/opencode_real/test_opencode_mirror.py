@@ -23,6 +23,8 @@ from sessiontodo_server.app import RunningServer
 from tests.peers.opencode_real.opencode_peer import OpenCodeServer
 from tests.support import ROOT, eventually
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 
 def plan(*contents: str, status: str = "pending") -> list[dict[str, str]]:
     return [{"content": content, "status": status, "priority": "high"} for content in contents]

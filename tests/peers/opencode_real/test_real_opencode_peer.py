@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.peers.opencode_real.opencode_peer import OpenCodeServer
 from tests.peers.opencode_real.stub_model import DEFAULT_TODOS, TITLE, StubModel, todo_prompt
@@ -71,6 +72,8 @@ async def test_the_stub_model_answers_with_text_after_the_tool_result_and_to_a_t
     assert len(stub_model.requests) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.process
 async def test_a_real_opencode_prompted_through_the_stub_model_writes_exactly_the_asked_todos(
     opencode: OpenCodeServer, stub_model: StubModel
 ) -> None:

@@ -16,6 +16,8 @@ import pytest
 from sessiontodo_client import NotFound, Todo, TodoClient
 from tests.support import ServerProcess, free_port, terminate
 
+pytestmark = pytest.mark.process
+
 
 def prometheus_binary() -> str:
     """``prometheus`` from PATH (``.ci/run`` installs Debian's package when it is missing)."""

@@ -1,17 +1,24 @@
-"""Fixtures for the Redis store: stores and replicas on the test's redis-server (``redis_server``)."""
+"""Fixtures for the Redis store: stores and replicas on the test's redis-server (``redis_server``);
+every test here is marked ``redis`` and ``process``."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from sessiontodo_client import RetryPolicy, TodoClient
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support import ServerProcess
+from tests.support.markers import mark_folder
 from tests.support.redis_server import RedisServer
 
 HISTORY = 8
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_folder(items, Path(__file__).parent, pytest.mark.redis, pytest.mark.process)
 
 
 @pytest.fixture
