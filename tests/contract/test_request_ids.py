@@ -25,6 +25,7 @@ from sessiontodo_server.domain.todos import Limits, SessionInfo
 from sessiontodo_server.domain.todos import Todo as DomainTodo
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import SqliteJournal
+from tests.support import ManualClock
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -65,14 +66,6 @@ async def test_request_ids_are_per_session(start: Callable[..., Any], store_url:
             assert [t.content for t in (await client.get_todos(session_id)).todos] == [f"in {session_id}"]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def _add(store: TodoStore, request_id: str) -> Written:
     """An AddTodo with ``request_id``; every call asks for the same (a retry), with a fresh todo id."""
     todo = DomainTodo(f"t{next(_serial)}", "added")
@@ -109,7 +102,7 @@ async def _write(store: TodoStore, count: int) -> None:
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite"])
 async def test_a_request_id_is_forgotten_only_after_an_hour_and_10000_writes(engine: str, tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     journal = SqliteJournal(tmp_path / "todos.db") if engine == "sqlite" else None
     store = MemoryStore(journal=journal, clock=clock)
     await store.open()
@@ -125,7 +118,7 @@ async def test_a_request_id_is_forgotten_only_after_an_hour_and_10000_writes(eng
 
 
 async def test_an_hour_old_request_id_is_kept_until_10000_writes_pass(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     store = MemoryStore(clock=clock)
     await store.open()
     await store.create_session("s", SessionInfo(), 10, "")

@@ -31,6 +31,16 @@ GOOGLEAPIS_PROTO_DIR = Path(status_pb2.__file__).resolve().parent.parent.parent
 """The folder holding google/rpc/status.proto and error_details.proto (googleapis-common-protos)."""
 
 
+class ManualClock:
+    """A clock that moves only when the test moves it (``clock.now += 60``), for code that takes a clock."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def make_settings(**overrides: Any) -> Settings:
     """Test settings: memory store, a free port, no environment or flags read."""
     values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "store": "memory://", "shutdown_grace": 1.0}

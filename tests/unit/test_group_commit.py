@@ -2,6 +2,8 @@
 
 A gated journal holds each batch in its worker thread until the test opens the gate, so the
 moments between accepting a write and making it durable can be looked at (no gRPC, no sqlite).
+Nothing here waits on the clock: a test waits for the journal to hold a batch or to be handed a
+record, or for the writes it started to take their first step.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionI
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
+from tests.support import eventually
 
 Record = tuple[str, object]
 
@@ -33,6 +36,8 @@ class GatedJournal:
         self.entered = threading.Event()
         self.fail = False
         self.batches: list[list[Record]] = []
+        self.submitted: list[Record] = []
+        """Every record handed to the journal, in order, as soon as it is handed over."""
         self._group = GroupCommit[Record](self._write_batch, threaded=True)
 
     def _write_batch(self, records: Sequence[Record]) -> None:
@@ -47,13 +52,21 @@ class GatedJournal:
         await asyncio.to_thread(self.entered.wait, 10)
         self.entered.clear()
 
+    async def handed(self, record: Record) -> None:
+        """Wait until ``record`` has been handed to the journal (the write behind it was accepted)."""
+        await eventually(lambda: record in self.submitted)
+
+    def _submit(self, record: Record, done: Done) -> asyncio.Future[None]:
+        self.submitted.append(record)
+        return self._group.submit(record, done)
+
     def load(self) -> Loaded:
         return Loaded(feed_epoch=1, cursor=0)
 
     def create_session(
         self, session_id: str, revision: int, info: SessionInfo, cursor: int, done: Done
     ) -> asyncio.Future[None]:
-        return self._group.submit(("create", session_id), done)
+        return self._submit(("create", session_id), done)
 
     def commit(
         self,
@@ -63,7 +76,7 @@ class GatedJournal:
         forget_before: int,
         done: Done,
     ) -> asyncio.Future[None]:
-        return self._group.submit(("commit", change.revision), done)
+        return self._submit(("commit", change.revision), done)
 
     def remove_sessions(
         self,
@@ -74,7 +87,7 @@ class GatedJournal:
         cursor: int,
         done: Done,
     ) -> asyncio.Future[None]:
-        return self._group.submit(("remove", tuple(session_ids)), done)
+        return self._submit(("remove", tuple(session_ids)), done)
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         """Never unavailable."""
@@ -99,6 +112,13 @@ async def open_store(journal: GatedJournal) -> MemoryStore:
     return store
 
 
+async def first_steps_taken() -> None:
+    """Let the writes just started take their first step. ``MemoryStore.write`` accepts or refuses a
+    write without awaiting and only then waits for the durability of what it built on; the loop runs
+    ready tasks in the order they were started, so one turn of it is enough (no clock involved)."""
+    await asyncio.sleep(0)
+
+
 def replace(store: MemoryStore, content: str, expected_revision: int | None = None) -> asyncio.Future[Written]:
     """A ReplaceTodos of session "s" with one todo, started now (accepted before the caller goes on)."""
     return asyncio.ensure_future(
@@ -120,7 +140,7 @@ async def test_writes_made_while_a_batch_is_written_share_the_next_batch(journal
     first = replace(store, "one")
     await journal.entered_batch()
     later = [replace(store, f"more {n}") for n in (2, 3, 4)]
-    await asyncio.sleep(0)
+    await journal.handed(("commit", 4))
     journal.gate.set()
     written = await asyncio.gather(first, *later)
     assert [w.change.revision for w in written if w.change] == [1, 2, 3, 4]
@@ -160,7 +180,7 @@ async def test_a_write_is_read_only_once_durable_but_the_next_write_builds_on_it
     assert [state.revision for state in states if state.session_id == "s"] == [0]
     assert await store.feed_after(cursor) == []
     next_write = replace(store, "two", expected_revision=1)  # builds on the accepted, not yet durable, write
-    await asyncio.sleep(0.05)
+    await journal.handed(("commit", 2))
     assert not write.done() and not next_write.done()
 
     journal.gate.set()
@@ -181,7 +201,7 @@ async def test_answers_from_the_accepted_state_wait_until_it_is_durable(journal:
     await journal.entered_batch()
     refused = replace(store, "stale", expected_revision=0)
     unchanged = replace(store, "one")
-    await asyncio.sleep(0.05)
+    await first_steps_taken()  # neither reaches the journal: one is refused, the other changes nothing
     assert not refused.done() and not unchanged.done()
 
     journal.gate.set()
@@ -208,7 +228,7 @@ async def test_a_retried_request_id_is_answered_once_its_first_write_is_durable(
     first = add()
     await journal.entered_batch()
     retry = add()
-    await asyncio.sleep(0.05)
+    await first_steps_taken()  # a retry is answered from memory, not the journal
     assert not retry.done()
 
     journal.gate.set()
@@ -228,8 +248,7 @@ async def test_a_watcher_gets_a_write_only_once_it_is_durable(journal: GatedJour
 
     journal.gate.clear()
     write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), None, None, "r1"))
-    await journal.entered_batch()
-    await asyncio.sleep(0.05)
+    await journal.entered_batch()  # the write is in the batch the journal holds: not durable yet
     assert not next_change.done() and not write.done()
 
     journal.gate.set()
@@ -248,7 +267,7 @@ async def test_a_failed_batch_fails_its_writes_and_those_queued_behind_it_and_un
     first = replace(store, "lost")
     await journal.entered_batch()
     queued = replace(store, "lost too", expected_revision=1)
-    await asyncio.sleep(0)
+    await journal.handed(("commit", 2))
     journal.gate.set()
     for write in (first, queued):
         with pytest.raises(Unavailable):

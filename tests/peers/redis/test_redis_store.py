@@ -49,6 +49,12 @@ async def _create(store: RedisStore, session_id: str, parent_id: str = "", max_s
     return created
 
 
+async def _heard_up_to(heard: list[Change], barrier: Change) -> None:
+    """Wait until ``barrier`` is heard: changes are heard in feed order, so every change before it in
+    the feed has been heard by then, or never will be."""
+    await eventually(lambda: barrier.cursor in [change.cursor for change in heard])
+
+
 def _summary(changes: list[Change]) -> list[tuple[ChangeKind, str, int, tuple[str, ...]]]:
     return [(c.kind, c.session_id, c.revision, tuple(t.content for t in c.todos)) for c in changes]
 
@@ -80,9 +86,9 @@ async def test_a_replica_does_not_hear_its_own_changes(open_replica: OpenReplica
     await _create(writer, "s")
     await _replace(writer, "s", "mine")
     theirs = await _replace(other, "s", "theirs")
-    await eventually(lambda: len(heard_by_writer) >= 1)
-    await asyncio.sleep(0.2)
-    assert _summary(heard_by_writer) == _summary([theirs])
+    barrier = await _replace(other, "s", "later")
+    await _heard_up_to(heard_by_writer, barrier)
+    assert _summary(heard_by_writer) == _summary([theirs, barrier])
 
 
 async def test_a_list_too_large_for_the_feed_is_read_from_the_sessions_history(open_replica: OpenReplica) -> None:
@@ -106,8 +112,9 @@ async def test_a_replica_writing_before_it_read_others_changes_delivers_them_fir
     assert _summary(heard[1:]) == _summary(unheard)  # already, before its own change is published
     assert mine.cursor == unheard[-1].cursor + 1
     _resume_following(second)
-    await asyncio.sleep(0.2)
-    assert len(heard) == 3
+    barrier = await _replace(first, "s", "later")
+    await _heard_up_to(heard, barrier)
+    assert _summary(heard[3:]) == _summary([barrier])  # nothing heard twice, and never its own change
 
 
 async def test_a_replica_whose_connections_were_cut_catches_up_on_what_it_missed(
