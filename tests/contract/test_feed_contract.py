@@ -96,8 +96,10 @@ async def test_the_snapshot_holds_every_session_and_ends_with_a_bookmark(stub: p
         (Kind.CHANGE_KIND_SNAPSHOT, "a"),
         (Kind.CHANGE_KIND_SNAPSHOT, GLOBAL),
     ]
-    assert [t.content for t in snapshot[0].todos] == ["x"] and snapshot[0].session.labels == {"title": "A"}
-    assert all(not m.cursor for m in snapshot) and bookmark.cursor
+    assert [t.content for t in snapshot[0].todos] == ["x"]
+    assert snapshot[0].session.labels == {"title": "A"}
+    assert all(not m.cursor for m in snapshot)
+    assert bookmark.cursor
     call.cancel()
 
 
@@ -162,7 +164,8 @@ async def test_a_cursor_that_cannot_be_bridged_gets_a_reset_and_a_fresh_snapshot
         ]
         assert len(snapshot[0].todos) == 70
         bookmark = await read(resumed)
-        assert bookmark.kind == Kind.CHANGE_KIND_PROGRESS and bookmark.cursor
+        assert bookmark.kind == Kind.CHANGE_KIND_PROGRESS
+        assert bookmark.cursor
         resumed.cancel()
 
 
@@ -214,7 +217,8 @@ async def test_a_quiet_feed_sends_progress_with_a_resumable_cursor(stub: pb_grpc
     call = stub.WatchChanges(pb.WatchChangesRequest(filter=pb.SessionFilter(session_ids=["quiet"])))
     await stub.CreateSession(pb.CreateSessionRequest(session_id="noise"))
     progress = await read(call)
-    assert progress.kind == Kind.CHANGE_KIND_PROGRESS and progress.cursor
+    assert progress.kind == Kind.CHANGE_KIND_PROGRESS
+    assert progress.cursor
     call.cancel()
 
     resumed = stub.WatchChanges(pb.WatchChangesRequest(after_cursor=progress.cursor))
@@ -246,9 +250,13 @@ async def test_feeds_count_against_the_watcher_limit(start: Callable[..., Any]) 
 async def test_shutdown_ends_the_feed_with_unavailable(server: RunningServer, stub: pb_grpc.TodoServiceStub) -> None:
     call, _ = await open_feed(stub)
     await server.stop()
-    with pytest.raises(grpc.aio.AioRpcError) as ended:
+
+    async def read_to_the_end() -> None:
         while True:
             await read(call)
+
+    with pytest.raises(grpc.aio.AioRpcError) as ended:
+        await read_to_the_end()
     assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
 
 

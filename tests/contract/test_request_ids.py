@@ -81,7 +81,8 @@ _serial = itertools.count()
 
 async def _add_with_request(store: TodoStore, request_id: str) -> AddResult:
     written = await _add(store, request_id)
-    assert written.change is not None and written.result is not None
+    assert written.change is not None
+    assert written.result is not None
     return written.result
 
 

@@ -125,13 +125,15 @@ async def _create(
 
 async def test_the_global_list_exists_after_open(store: TodoStore) -> None:
     state = await store.get(GLOBAL_SESSION_ID)
-    assert state is not None and state.todos == ()
+    assert state is not None
+    assert state.todos == ()
 
 
 async def test_create_session_is_get_or_create(store: TodoStore) -> None:
     first, created = await _create(store, "s")
     again, created_again = await _create(store, "s")
-    assert created is not None and created_again is None
+    assert created is not None
+    assert created_again is None
     assert (created.kind, created.revision, created.origin) == (ChangeKind.SESSION_CREATED, 0, "test")
     assert again == first
 
@@ -169,7 +171,9 @@ async def test_a_write_with_a_stale_expected_revision_is_refused_and_changes_not
         await _write(store, "s", ReplaceTodos(_todos("b")), expected_revision=change.revision - 1)
     assert (refused.value.expected, refused.value.actual) == (change.revision - 1, change.revision)
     state = await store.get("s")
-    assert state is not None and state.revision == change.revision and state.todos == _todos("a")
+    assert state is not None
+    assert state.revision == change.revision
+    assert state.todos == _todos("a")
 
 
 async def test_a_write_to_a_missing_session_is_not_found(store: TodoStore) -> None:
@@ -184,7 +188,8 @@ async def test_unconditional_writes_racing_on_one_session_all_succeed_in_one_ord
     revisions = sorted(w.state.revision for w in written)
     assert revisions == list(range(1, 21))
     state = await store.get("s")
-    assert state is not None and sorted(t.content for t in state.todos) == sorted(f"w{n}" for n in range(20))
+    assert state is not None
+    assert sorted(t.content for t in state.todos) == sorted(f"w{n}" for n in range(20))
 
 
 async def test_add_inserts_at_the_index_clamped_to_the_list(store: TodoStore) -> None:
@@ -195,8 +200,10 @@ async def test_add_inserts_at_the_index_clamped_to_the_list(store: TodoStore) ->
     middle = await _add(store, "s", "c", index=2, limits=Limits())
     assert [w.result.index for w in (front, end, middle) if w.result] == [0, 2, 2]
     assert [t.content for t in middle.state.todos] == ["a", "b", "c", "d"]
-    assert middle.change is not None and middle.change.kind is ChangeKind.TODO_ADDED
-    assert middle.change.todo_id == "id-c" and middle.change.todos == middle.state.todos
+    assert middle.change is not None
+    assert middle.change.kind is ChangeKind.TODO_ADDED
+    assert middle.change.todo_id == "id-c"
+    assert middle.change.todos == middle.state.todos
 
 
 async def test_add_refuses_a_duplicate_id_and_a_full_list_as_the_domain_does(store: TodoStore) -> None:
@@ -214,16 +221,21 @@ async def test_add_refuses_a_duplicate_id_and_a_full_list_as_the_domain_does(sto
         await _add(store, "s", "d")
     assert (full.value.limit, full.value.value) == ("todos per session", 3)
     state = await store.get("s")
-    assert state is not None and state.revision == 3
+    assert state is not None
+    assert state.revision == 3
 
 
 async def test_a_retried_request_id_returns_the_first_result_and_writes_nothing(store: TodoStore) -> None:
     await _create(store, "s")
     first = await _write(store, "s", AddTodo(Todo("t1", "once"), None, False), request_id="req")
     again = await _write(store, "s", AddTodo(Todo("t2", "once"), None, False), request_id="req")
-    assert again.change is None and again.result == first.result
-    assert first.result is not None and first.result.todo == Todo("t1", "once") and first.result.revision == 1
-    assert again.state.revision == 1 and again.state.todos == (Todo("t1", "once"),)
+    assert again.change is None
+    assert again.result == first.result
+    assert first.result is not None
+    assert first.result.todo == Todo("t1", "once")
+    assert first.result.revision == 1
+    assert again.state.revision == 1
+    assert again.state.todos == (Todo("t1", "once"),)
 
 
 async def test_update_changes_the_given_fields_and_metadata(store: TodoStore) -> None:
@@ -231,7 +243,8 @@ async def test_update_changes_the_given_fields_and_metadata(store: TodoStore) ->
     await _write(store, "s", ReplaceTodos((Todo("t", "old", metadata={"a": "1", "b": "2"}),)))
     update = UpdateTodo("t", "new", TodoStatus.COMPLETED, TodoPriority.HIGH, {"c": "3"}, ("a",))
     written = await _write(store, "s", update)
-    assert written.change is not None and written.change.kind is ChangeKind.TODO_UPDATED
+    assert written.change is not None
+    assert written.change.kind is ChangeKind.TODO_UPDATED
     expected = Todo("t", "new", TodoStatus.COMPLETED, TodoPriority.HIGH, {"b": "2", "c": "3"})
     assert written.state.todos == (expected,) == (await store.get("s") or written.state).todos
 
@@ -240,7 +253,8 @@ async def test_an_update_that_changes_nothing_keeps_the_revision(store: TodoStor
     await _create(store, "s")
     await _write(store, "s", ReplaceTodos((Todo("t", "same", metadata={"k": "v"}),)))
     written = await _write(store, "s", UpdateTodo("t", "same", TodoStatus.PENDING, None, {"k": "v"}))
-    assert written.change is None and written.state.revision == 1
+    assert written.change is None
+    assert written.state.revision == 1
 
 
 async def test_a_list_written_back_unchanged_after_an_update_is_no_change(store: TodoStore) -> None:
@@ -252,7 +266,8 @@ async def test_a_list_written_back_unchanged_after_an_update_is_no_change(store:
     updated = await _write(store, "s", update, limits=Limits())
     assert updated.change is not None
     same = await _write(store, "s", ReplaceTodos(updated.state.todos), limits=Limits())
-    assert same.change is None and same.state == updated.state
+    assert same.change is None
+    assert same.state == updated.state
 
 
 async def test_update_refusals_follow_the_domain(store: TodoStore) -> None:
@@ -267,14 +282,17 @@ async def test_update_refusals_follow_the_domain(store: TodoStore) -> None:
         await _write(store, "s", UpdateTodo("t", "y" * 70))
     assert content.value.violations == [("content", "the list must stay under 64 bytes of text")]
     state = await store.get("s")
-    assert state is not None and state.revision == 1 and state.todos == (Todo("t", "x"),)
+    assert state is not None
+    assert state.revision == 1
+    assert state.todos == (Todo("t", "x"),)
 
 
 async def test_remove_todo_removes_exactly_that_todo(store: TodoStore) -> None:
     await _create(store, "s")
     await _write(store, "s", ReplaceTodos(_todos("a", "b", "c")))
     written = await _write(store, "s", RemoveTodo("t1"))
-    assert written.change is not None and written.change.kind is ChangeKind.TODO_REMOVED
+    assert written.change is not None
+    assert written.change.kind is ChangeKind.TODO_REMOVED
     assert [t.content for t in written.state.todos] == ["a", "c"]
     with pytest.raises(TodoNotFound):
         await _write(store, "s", RemoveTodo("t1"))
@@ -291,12 +309,14 @@ async def test_update_session_sets_and_removes_labels_and_the_idle_ttl(store: To
     await _create(store, "s", labels={"a": "1"})
     await _commit(store, "s", "kept")
     written = await _write(store, "s", UpdateSession({"b": "2"}, ("a",), 30.0), now=5.0)
-    assert written.change is not None and written.change.kind is ChangeKind.SESSION_UPDATED
+    assert written.change is not None
+    assert written.change.kind is ChangeKind.SESSION_UPDATED
     assert written.change.todos == _todos("kept")
     info = written.state.info
     assert (dict(info.labels), info.idle_ttl, info.updated_at) == ({"b": "2"}, 30.0, 5.0)
     unchanged = await _write(store, "s", UpdateSession({"b": "2"}, ("a",), 30.0))
-    assert unchanged.change is None and unchanged.state.revision == written.state.revision
+    assert unchanged.change is None
+    assert unchanged.state.revision == written.state.revision
     with pytest.raises(InvalidArgument) as too_many:
         await _write(store, "s", UpdateSession({"c": "3", "d": "4"}))
     assert too_many.value.violations == [("labels", "at most 2 labels")]
@@ -307,7 +327,8 @@ async def test_changes_after_bridges_only_retained_history(store: TodoStore) -> 
     changes = [await _commit(store, "s", str(n)) for n in range(6)]
     current = changes[-1].revision
     missed = await store.changes_after("s", current - 2)
-    assert missed is not None and [c.revision for c in missed] == [current - 1, current]
+    assert missed is not None
+    assert [c.revision for c in missed] == [current - 1, current]
     assert await store.changes_after("s", current) == []
     assert await store.changes_after("s", current - HISTORY - 1) is None  # older than the history
     assert await store.changes_after("s", current + 1) is None  # newer than the store knows
@@ -318,10 +339,12 @@ async def test_a_recreated_session_starts_above_every_revision_of_its_previous_i
     await _create(store, "s")
     old = await _commit(store, "s", "old")
     (removal,) = await store.remove_session("s", RemovalReason.REMOVED)
-    assert removal.kind is ChangeKind.SESSION_REMOVED and removal.revision == old.revision + 1
+    assert removal.kind is ChangeKind.SESSION_REMOVED
+    assert removal.revision == old.revision + 1
     assert removal.reason is RemovalReason.REMOVED
     fresh, created = await _create(store, "s")
-    assert created and fresh.revision > removal.revision
+    assert created
+    assert fresh.revision > removal.revision
     assert await store.changes_after("s", old.revision) is None
 
 
@@ -351,7 +374,8 @@ async def test_remove_all_sessions_keeps_the_global_list(store: TodoStore) -> No
     removed = await store.remove_all_sessions()
     assert sorted(change.session_id for change in removed) == ["a", "b"]
     state = await store.get(GLOBAL_SESSION_ID)
-    assert state is not None and state.todos == _todos("global")
+    assert state is not None
+    assert state.todos == _todos("global")
 
 
 async def test_list_sessions_pages_in_id_order(store: TodoStore) -> None:
@@ -378,13 +402,16 @@ async def test_list_sessions_filters_by_parent_and_labels(store: TodoStore) -> N
 async def test_metadata_labels_and_times_round_trip(store: TodoStore) -> None:
     created_state, _ = await _create(store, "s", labels={"title": "T"}, created_at=1.5, updated_at=1.5, idle_ttl=60.0)
     state = await store.get("s")
-    assert state == created_state and state is not None
+    assert state == created_state
+    assert state is not None
     assert (dict(state.info.labels), state.info.created_at, state.info.idle_ttl) == ({"title": "T"}, 1.5, 60.0)
     todo = Todo(id="t", content="c", metadata={"example.com/estimate": "3"})
     await _write(store, "s", ReplaceTodos((todo,)), now=9.0)
     written = await _write(store, "s", UpdateSession({"title": "U"}), now=9.5)
     state = await store.get("s")
-    assert state is not None and state.todos == (todo,) and state == written.state
+    assert state is not None
+    assert state.todos == (todo,)
+    assert state == written.state
     assert state.info == SessionInfo("", {"title": "U"}, 1.5, 9.5, 60.0)
 
 
@@ -395,7 +422,8 @@ async def test_the_feed_numbers_every_change_and_resumes_by_cursor(store: TodoSt
     first = await _commit(store, "s", "a")
     (removal,) = await store.remove_session("s", RemovalReason.REMOVED)
     cursors = [created.cursor, first.cursor, removal.cursor]
-    assert cursors == sorted(set(cursors)) and cursors[0] > start
+    assert cursors == sorted(set(cursors))
+    assert cursors[0] > start
     after = await store.feed_after(start)
     assert after is not None
     assert [(c.kind, c.session_id) for c in after] == [
@@ -444,8 +472,10 @@ async def test_a_request_id_is_remembered_per_session_for_10000_writes_with_its_
     for _ in range(10_000):
         await _write(store, "s", RemoveTodo("t") if _ % 2 == 0 else add, limits=Limits())
     again = await _write(store, "s", add, request_id="req-1", limits=Limits())
-    assert again.change is None and again.result == first.result
-    assert first.result is not None and first.result.fingerprint == "fingerprint-1"
+    assert again.change is None
+    assert again.result == first.result
+    assert first.result is not None
+    assert first.result.fingerprint == "fingerprint-1"
     elsewhere = await _write(store, "other", add, request_id="req-1", limits=Limits())
     assert elsewhere.change is not None  # request ids are per session
 

@@ -92,7 +92,8 @@ async def test_an_update_that_changes_nothing_sends_nothing(stub: pb_grpc.TodoSe
     call = stub.WatchTodos(pb.WatchTodosRequest(session_id="s"))
     await read(call)
     response = await stub.UpdateTodo(pb.UpdateTodoRequest(session_id="s", todo_id=added.todo.id, content="same"))
-    assert not response.changed and response.revision == added.revision
+    assert not response.changed
+    assert response.revision == added.revision
     await assert_next_is_a_fresh_write(stub, call, "s")
     call.cancel()
 

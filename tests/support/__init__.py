@@ -160,7 +160,8 @@ class NodeRun:
 
     def assert_all_passed(self, at_least: int = 1) -> None:
         assert self.exit_code == 0, self.output
-        assert self.count("pass") >= at_least and self.count("fail") == 0, self.output
+        assert self.count("pass") >= at_least, self.output
+        assert self.count("fail") == 0, self.output
 
 
 async def run_node_suite(suite: Path, env: dict[str, str], timeout: float = 240.0) -> NodeRun:

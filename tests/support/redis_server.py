@@ -63,7 +63,8 @@ class RedisServer:
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     if time.monotonic() > deadline:
                         raise
-                assert self._process is not None and self._process.poll() is None, "redis-server exited"
+                assert self._process is not None, "redis-server was never started"
+                assert self._process.poll() is None, "redis-server exited"
                 time.sleep(0.02)
 
     def _own_every_slot(self, timeout: float = 15.0) -> None:

@@ -73,27 +73,32 @@ async def test_the_address_comes_from_the_environment_and_a_plan_from_stdin(serv
     assert code == 0, err
     assert [todo["content"] for todo in json.loads(out)["todos"]] == ["from stdin"]
     code, out, _ = await ctl("ls", env=env)
-    assert code == 0 and "s" in out
+    assert code == 0
+    assert "s" in out
 
 
 async def test_errors_exit_1_with_the_code_and_every_violation_and_change_nothing(server: RunningServer) -> None:
     address = ("--address", server.address)
     code, out, err = await ctl(*address, "get", "missing")
     assert (code, out) == (1, "")
-    assert "NOT_FOUND" in err and "missing" in err
+    assert "NOT_FOUND" in err
+    assert "missing" in err
     await ctl(*address, "create", "s")
     bad = b'[{"content": ""}, {"id": "x", "content": "a"}, {"id": "x", "content": "b"}]'
     code, _, err = await ctl(*address, "replace", "s", "-f", "-", stdin=bad)
     assert code == 1
-    assert "todos[0].content: must not be empty" in err and "todos[2].id: duplicate id 'x'" in err
+    assert "todos[0].content: must not be empty" in err
+    assert "todos[2].id: duplicate id 'x'" in err
     assert (await ctl(*address, "-o", "json", "get", "s"))[1].strip() == '{"todos": [], "revision": 0}'
 
 
 async def test_health_and_an_unreachable_server(server: RunningServer) -> None:
     code, out, _ = await ctl("--address", server.address, "health")
-    assert code == 0 and out.count("SERVING") == 2
+    assert code == 0
+    assert out.count("SERVING") == 2
     code, _, err = await ctl("--address", "127.0.0.1:1", "--timeout", "2", "health")
-    assert code == 1 and "UNAVAILABLE" in err
+    assert code == 1
+    assert "UNAVAILABLE" in err
 
 
 async def test_mutual_tls_with_a_client_certificate_and_a_token_from_a_file(
@@ -111,9 +116,11 @@ async def test_mutual_tls_with_a_client_certificate_and_a_token_from_a_file(
     code, out, err = await ctl(*certified, "--token-file", str(tmp_path / "token"), "create", "s")
     assert (code, out) == (0, "created s\n"), err
     code, _, err = await ctl(*trusting, "--token-file", str(tmp_path / "token"), "get", "s")
-    assert code == 1 and "UNAVAILABLE" in err  # no client certificate: the handshake fails
+    assert code == 1
+    assert "UNAVAILABLE" in err
     code, _, err = await ctl(*certified, "get", "s")
-    assert code == 1 and "UNAUTHENTICATED" in err  # a certificate, but no token
+    assert code == 1
+    assert "UNAUTHENTICATED" in err
 
 
 async def test_the_client_certificate_and_token_also_come_from_the_environment(
@@ -137,7 +144,8 @@ async def test_a_token_goes_in_plaintext_to_a_loopback_server(start: Callable[..
     code, out, err = await ctl("--address", server.address, "--token", "ctl-token-0123456789", "create", "s")
     assert (code, out) == (0, "created s\n"), err
     code, _, err = await ctl("--address", server.address, "--token", "another-token-0123", "get", "s")
-    assert code == 1 and "UNAUTHENTICATED" in err
+    assert code == 1
+    assert "UNAUTHENTICATED" in err
 
 
 @pytest.mark.parametrize("address", ["10.1.2.3:50051", "todos.internal:50051", "[2001:db8::1]:50051"])
@@ -210,7 +218,8 @@ async def test_ls_shows_labels_and_filters_by_them(server: RunningServer, client
     await client.create_session("api", labels={"project": "api"})
     code, out, _ = await ctl("--address", server.address, "ls", "--label", "project=web")
     assert code == 0
-    assert "project=web,title=Fix login" in out and "api" not in out
+    assert "project=web,title=Fix login" in out
+    assert "api" not in out
 
 
 async def test_feed_tails_every_change_with_its_origin(server: RunningServer, client: TodoClient) -> None:
@@ -233,7 +242,8 @@ async def test_feed_tails_every_change_with_its_origin(server: RunningServer, cl
         created, added = await line(), await line()
         assert (created["kind"], created["session_id"], created["origin"]) == ("session_created", "b", "opencode")
         assert (added["kind"], added["session_id"], added["origin"]) == ("todo_added", "a", "acp-proxy")
-        assert isinstance(added["cursor"], str) and added["cursor"]
+        assert isinstance(added["cursor"], str)
+        assert added["cursor"]
     finally:
         process.terminate()
         await process.wait()

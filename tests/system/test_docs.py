@@ -178,7 +178,8 @@ class Session:
         self._send(f'set -m -o pipefail; ip link set lo up; __status=0; touch "{ready}"')
         deadline = time.monotonic() + COMMAND_TIMEOUT
         while not ready.exists():  # from here on, /proc/PID/net shows the session's own namespace
-            assert time.monotonic() < deadline and self.process.poll() is None, "the namespaced bash did not start"
+            assert time.monotonic() < deadline, "the namespaced bash did not start in time"
+            assert self.process.poll() is None, "the namespaced bash exited before it started"
             time.sleep(0.02)
 
     def _send(self, line: str) -> None:

@@ -44,7 +44,8 @@ async def test_a_restart_restores_sessions_lists_revisions_and_ids(tmp_path: Pat
         async with TodoClient.connect(restarted.address) as client:
             assert await client.get_todos("child") == written
             assert await client.get_session("child") == before
-            assert before.labels == {"title": "Child"} and before.idle_ttl == 3600
+            assert before.labels == {"title": "Child"}
+            assert before.idle_ttl == 3600
             sessions = {s.session_id: s.parent_id for s in await client.list_sessions()}
             assert sessions == {"parent": "", "child": "parent"}
             assert [t.content for t in (await client.get_todos(GLOBAL)).todos] == ["global"]

@@ -53,8 +53,10 @@ async def test_a_thousand_bad_todos_are_invalid_argument_with_the_first_violatio
     *shown, (last_field, last_description) = violations
     assert shown[0] == ("todos[0].content", "must not be empty")
     assert [field for field, _ in shown] == [f"todos[{n}].content" for n in range(len(shown))]
-    assert last_field == "" and last_description == f"and {1000 - len(shown)} more"
-    assert message.startswith("todos[0].content: must not be empty; ") and message.endswith(" more")
+    assert last_field == ""
+    assert last_description == f"and {1000 - len(shown)} more"
+    assert message.startswith("todos[0].content: must not be empty; ")
+    assert message.endswith(" more")
     assert (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).revision == 0
 
 
@@ -66,6 +68,8 @@ async def test_an_echoed_16000_character_todo_id_is_not_found_with_the_id_cut_sh
         stub.RemoveTodo(pb.RemoveTodoRequest(session_id=GLOBAL, todo_id=todo_id))
     )
     assert code == grpc.StatusCode.NOT_FOUND
-    assert message.startswith("todo 'tttt") and len(message.encode()) <= 1024
+    assert message.startswith("todo 'tttt")
+    assert len(message.encode()) <= 1024
     echoed = next(value for value in metadata.values() if value.startswith("ttt"))
-    assert len(echoed) <= 200 and "16000" in echoed
+    assert len(echoed) <= 200
+    assert "16000" in echoed

@@ -37,8 +37,10 @@ def test_a_taken_port_is_one_line_naming_the_address_and_how_to_change_it(module
 
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
-    assert f"127.0.0.1:{taken_port}" in result.stderr and "Address already in use" in result.stderr
-    assert "--port" in result.stderr and COMMANDS[module][0] in result.stderr
+    assert f"127.0.0.1:{taken_port}" in result.stderr
+    assert "Address already in use" in result.stderr
+    assert "--port" in result.stderr
+    assert COMMANDS[module][0] in result.stderr
 
 
 @pytest.mark.parametrize("module", sorted(COMMANDS))

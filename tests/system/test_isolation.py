@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from sessiontodo_client import ChangeKind, NotFound, Todo, TodoClient
 
 GLOBAL = "sessiontodo:global"
@@ -27,12 +29,9 @@ async def test_two_concurrent_sessions_keep_independent_lists(client: TodoClient
 
 async def test_an_unknown_session_is_not_found_and_never_falls_back_to_the_global_list(client: TodoClient) -> None:
     await client.replace_todos(GLOBAL, [Todo(content="global")])
-    try:
+    with pytest.raises(NotFound) as error:
         await client.get_todos("nobody")
-    except NotFound as error:
-        assert error.reason == "SESSION_NOT_FOUND"
-    else:
-        raise AssertionError("expected NOT_FOUND")
+    assert error.value.reason == "SESSION_NOT_FOUND"
 
 
 async def test_a_watch_sees_only_its_own_sessions_changes(client: TodoClient) -> None:

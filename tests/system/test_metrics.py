@@ -50,7 +50,8 @@ def rpc(method: str, grpc_type: str = "unary") -> dict[str, str]:
 
 
 async def test_metrics_are_off_by_default(server: RunningServer) -> None:
-    assert server.metrics is None and server.metrics_port is None
+    assert server.metrics is None
+    assert server.metrics_port is None
 
 
 async def test_the_metrics_endpoint_listens_on_loopback_by_default(start: Callable[..., Any]) -> None:
@@ -178,7 +179,7 @@ async def test_a_failing_store_operation_is_counted_as_a_store_error() -> None:
     store = InstrumentedStore(_BrokenDisk(), metrics)
     await store.open()
     await store.create_session("s", SessionInfo(), 10, "")
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk full"):
         await store.write(
             "s", ReplaceTodos(()), expected_revision=None, request_id="", origin="", now=0.0, limits=Limits()
         )

@@ -111,7 +111,8 @@ def test_the_wheel_installs_into_a_fresh_venv_with_every_module_and_command_work
         "            print(importlib.import_module(module.name).__file__)\n",
         cwd=tmp_path,
     ).split()
-    assert len(imported) > 20 and all(path.startswith(str(tmp_path / "venv")) for path in imported), imported
+    assert len(imported) > 20, imported
+    assert all(path.startswith(str(tmp_path / "venv")) for path in imported), imported
     assert any(path.endswith("todo_service_pb2_grpc.py") for path in imported)
 
     for script in PYPROJECT["project"]["scripts"]:

@@ -259,7 +259,8 @@ async def test_denied_calls_leave_an_audit_line_without_tokens_or_content(
     lines = [r.getMessage() for r in caplog.records if r.name == "sessiontodo_server.audit"]
     assert len(lines) == 2, lines
     assert "denied UNAUTHENTICATED /sessiontodo.v1.TodoService/ReplaceTodos peer=" in lines[0]
-    assert "denied PERMISSION_DENIED" in lines[1] and "token=ci-reader tenant=acme role=reader" in lines[1]
+    assert "denied PERMISSION_DENIED" in lines[1]
+    assert "token=ci-reader tenant=acme role=reader" in lines[1]
     for secret in ("guessed-token", TOKENS["reader"][0], secret_content):
         assert secret not in caplog.text
 
@@ -394,5 +395,6 @@ async def test_a_tenants_handler_is_made_once_so_the_observing_wrapping_is_reuse
 
     acme = [await auth.intercept_service(continuation, details("t-acme")) for _ in range(3)]
     beta = await auth.intercept_service(continuation, details("t-beta"))
-    assert acme[0] is acme[1] is acme[2] and acme[0] is not registered
+    assert acme[0] is acme[1] is acme[2]
+    assert acme[0] is not registered
     assert beta is not acme[0]

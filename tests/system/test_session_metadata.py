@@ -32,9 +32,12 @@ from sessiontodo_server.app import RunningServer
 async def test_a_session_carries_labels_times_and_ttl(client: TodoClient) -> None:
     session, created = await client.create_session("s", labels={"title": "Fix it", "directory": "/src"}, idle_ttl=90)
 
-    assert created and session.revision == 0
-    assert session.labels == {"title": "Fix it", "directory": "/src"} and session.idle_ttl == 90
-    assert session.created_at is not None and session.created_at == session.updated_at
+    assert created
+    assert session.revision == 0
+    assert session.labels == {"title": "Fix it", "directory": "/src"}
+    assert session.idle_ttl == 90
+    assert session.created_at is not None
+    assert session.created_at == session.updated_at
     assert await client.get_session("s") == session
 
 
@@ -45,9 +48,13 @@ async def test_update_session_changes_labels_once_and_bumps_the_revision(client:
     updated, changed = await client.update_session("s", labels={"title": "B"}, remove_labels=["draft"], origin="me")
     again, changed_again = await client.update_session("s", labels={"title": "B"})
 
-    assert changed and not changed_again
-    assert updated.labels == {"title": "B"} and updated.revision == 2 and again.revision == 2
-    assert updated.updated_at is not None and updated.created_at is not None
+    assert changed
+    assert not changed_again
+    assert updated.labels == {"title": "B"}
+    assert updated.revision == 2
+    assert again.revision == 2
+    assert updated.updated_at is not None
+    assert updated.created_at is not None
     assert updated.updated_at > updated.created_at
     assert (await client.get_todos("s")).revision == 2
 
@@ -61,7 +68,8 @@ async def test_a_label_update_reaches_the_session_watchers_as_session_updated(cl
 
     event = await asyncio.wait_for(anext(watch), 5)
     assert (event.kind, event.revision, event.origin) == (ChangeKind.SESSION_UPDATED, 1, "editor")
-    assert event.session is not None and event.session.labels == {"title": "T"}
+    assert event.session is not None
+    assert event.session.labels == {"title": "T"}
     await watch.aclose()
 
 
@@ -88,7 +96,8 @@ async def test_todo_metadata_round_trips_and_updates_by_key(client: TodoClient) 
     updated = await client.update_todo("s", "t", metadata={"k": "w", "new": "n"}, remove_metadata=["acp/_meta"])
     unchanged = await client.update_todo("s", "t", metadata={"k": "w"})
 
-    assert updated.changed and not unchanged.changed
+    assert updated.changed
+    assert not unchanged.changed
     assert (await client.get_todos("s")).todos[0].metadata == {"k": "w", "new": "n"}
 
 
@@ -169,10 +178,12 @@ async def test_page_tokens_are_opaque_and_bound_to_their_filter(client: TodoClie
     for n in range(3):
         await client.create_session(f"s{n}", labels={"kind": "x"})
     first, token = await server.book.list_sessions(2, "", labels={"kind": "x"})
-    assert token and "s1" not in token
+    assert token
+    assert "s1" not in token
 
     second, end = await server.book.list_sessions(2, token, labels={"kind": "x"})
-    assert [s.session_id for s in first + second] == ["s0", "s1", "s2"] and end == ""
+    assert [s.session_id for s in first + second] == ["s0", "s1", "s2"]
+    assert end == ""
     for wrong in (token, "garbage"):
         with pytest.raises(Exception, match="page_token"):
             await server.book.list_sessions(2, wrong, labels={"kind": "y"} if wrong == token else {})
@@ -192,7 +203,8 @@ async def test_a_fresh_id_starts_at_revision_zero_and_a_reused_one_above_its_pas
 
 async def test_a_client_without_an_id_creates_exactly_one_session(client: TodoClient) -> None:
     session, created = await client.create_session(labels={"title": "generated"})
-    assert created and session.session_id.startswith("ses_")
+    assert created
+    assert session.session_id.startswith("ses_")
     assert [s.session_id for s in await client.list_sessions()] == [session.session_id]
 
 
@@ -222,4 +234,5 @@ async def test_errors_carry_their_aip_193_details(start: Callable[..., Any]) -> 
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await call.read()
     unavailable = service_error(refused.value)
-    assert isinstance(unavailable, Unavailable) and unavailable.retry_delay == 1.0
+    assert isinstance(unavailable, Unavailable)
+    assert unavailable.retry_delay == 1.0

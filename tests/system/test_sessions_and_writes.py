@@ -19,13 +19,16 @@ async def test_create_session_is_idempotent_get_or_create(client: TodoClient) ->
     await client.add_todo("s", Todo(content="keep me"))
     again, created_again = await client.create_session("s")
     assert (created, created_again) == (True, False)
-    assert again.session_id == first.session_id and again.todo_count == 1
+    assert again.session_id == first.session_id
+    assert again.todo_count == 1
 
 
 async def test_an_empty_session_id_creates_a_fresh_session(client: TodoClient) -> None:
     one, _ = await client.create_session()
     two, _ = await client.create_session()
-    assert one.session_id and two.session_id and one.session_id != two.session_id
+    assert one.session_id
+    assert two.session_id
+    assert one.session_id != two.session_id
 
 
 async def test_a_child_session_has_its_own_list(client: TodoClient) -> None:
@@ -101,7 +104,8 @@ async def test_replace_keeps_given_ids_and_generates_missing_ones(client: TodoCl
         "s", [Todo(id="mine", content="a"), Todo(content="b", status=TodoStatus.IN_PROGRESS)]
     )
     assert result.todos[0].id == "mine"
-    assert result.todos[1].id and result.todos[1].id != "mine"
+    assert result.todos[1].id
+    assert result.todos[1].id != "mine"
     assert result.todos[1].status is TodoStatus.IN_PROGRESS
     assert (await client.get_todos("s")) == result
 
@@ -133,7 +137,8 @@ async def test_update_changes_only_the_given_fields(client: TodoClient) -> None:
     await client.create_session("s")
     added = await client.add_todo("s", Todo(content="a", priority=TodoPriority.LOW))
     updated = await client.update_todo("s", added.todo.id, status=TodoStatus.IN_PROGRESS)
-    assert updated.changed and updated.revision == added.revision + 1
+    assert updated.changed
+    assert updated.revision == added.revision + 1
     assert (updated.todo.content, updated.todo.status, updated.todo.priority) == (
         "a",
         TodoStatus.IN_PROGRESS,
@@ -145,7 +150,8 @@ async def test_an_update_that_changes_nothing_keeps_the_revision(client: TodoCli
     await client.create_session("s")
     added = await client.add_todo("s", Todo(content="a"))
     same = await client.update_todo("s", added.todo.id, content="a", status=TodoStatus.PENDING)
-    assert not same.changed and same.revision == added.revision
+    assert not same.changed
+    assert same.revision == added.revision
 
 
 async def test_replacing_with_an_identical_list_is_not_a_change(client: TodoClient) -> None:

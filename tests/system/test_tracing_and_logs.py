@@ -73,7 +73,8 @@ async def test_each_rpc_is_a_server_span_with_store_operations_as_children(
     spans = exporter.get_finished_spans()
     [replace] = [span for span in spans if span.name == "/sessiontodo.v1.TodoService/ReplaceTodos"]
     assert replace.kind is trace.SpanKind.SERVER
-    assert replace.attributes is not None and replace.attributes["rpc.grpc.status_code"] == 0
+    assert replace.attributes is not None
+    assert replace.attributes["rpc.grpc.status_code"] == 0
     children = [span.name for span in spans if span.parent and span.parent.span_id == replace.context.span_id]
     assert children == ["store.write"]  # one store call: the write applies itself, nothing is read first
 
@@ -90,7 +91,8 @@ async def test_the_server_span_continues_the_callers_trace(
             await stub.CreateSession(pb.CreateSessionRequest(session_id="s"), metadata=tuple(carrier.items()))
     [server_span] = [span for span in exporter.get_finished_spans() if span.name.endswith("/CreateSession")]
     assert server_span.context.trace_id == caller.get_span_context().trace_id
-    assert server_span.parent is not None and server_span.parent.span_id == caller.get_span_context().span_id
+    assert server_span.parent is not None
+    assert server_span.parent.span_id == caller.get_span_context().span_id
 
 
 async def test_a_failed_rpc_span_has_an_error_status_and_its_code(
@@ -101,7 +103,8 @@ async def test_a_failed_rpc_span_has_an_error_status_and_its_code(
         with pytest.raises(grpc.aio.AioRpcError):
             await stub.GetTodos(pb.GetTodosRequest(session_id="missing"))
     [span] = [span for span in exporter.get_finished_spans() if span.name.endswith("/GetTodos")]
-    assert span.attributes is not None and span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+    assert span.attributes is not None
+    assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
     assert span.status.status_code is trace.StatusCode.ERROR
 
 
@@ -125,7 +128,8 @@ async def test_a_request_line_carries_method_session_code_latency_and_trace_id(
     assert line["method"] == "/sessiontodo.v1.TodoService/GetTodos"
     assert line["session_id"] == "missing"
     assert line["code"] == "NotFound"
-    assert isinstance(line["latency_ms"], float) and line["latency_ms"] >= 0
+    assert isinstance(line["latency_ms"], float)
+    assert line["latency_ms"] >= 0
     assert line["trace_id"] == format(span.context.trace_id, "032x")
     assert {"time", "level", "message"} <= line.keys()
 

@@ -44,7 +44,8 @@ async def test_a_malformed_message_is_invalid_argument_with_one_warning_line(
             assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
             assert "not a valid protobuf message" in (raised.value.details() or "")
             problems = [r for r in caplog.records if r.levelno >= logging.WARNING]
-            assert len(problems) == 1 and "malformed request message" in problems[0].getMessage()
+            assert len(problems) == 1
+            assert "malformed request message" in problems[0].getMessage()
             assert problems[0].exc_info is None
         sessions = await pb_grpc.TodoServiceStub(channel).ListSessions(pb.ListSessionsRequest())
         assert list(sessions.sessions) == []

@@ -83,7 +83,8 @@ async def test_a_failing_plan_gives_way_at_once_to_a_removal_queued_behind_it() 
     n = len(calls)
     jobs.submit("s", succeeding(calls, "delete"), "delete", supersedes=True)
     assert await jobs.wait_all_idle(5)
-    assert calls[-1:] == ["delete"] and "later plan" not in calls
+    assert calls[-1:] == ["delete"]
+    assert "later plan" not in calls
     assert calls[n:].count("plan") <= 1, "the failing plan stopped retrying once it was moot"
     assert failures == []
     await jobs.aclose()

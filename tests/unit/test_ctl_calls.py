@@ -89,7 +89,8 @@ def test_get_sends_the_session_id_and_renders_the_list_with_its_revision(server:
     assert request == pb.GetTodosRequest(session_id="ses_1")
     result = finished(run)
     assert result.exit_code == 0
-    assert "[x] │ parse" in result.stdout and "[>] │ tests" in result.stdout
+    assert "[x] │ parse" in result.stdout
+    assert "[>] │ tests" in result.stdout
     assert "revision 7, 1/2 completed" in result.stdout
 
 
@@ -191,7 +192,8 @@ def test_add_sends_priority_status_index_and_a_request_id(server: FakeServer) ->
         ),
     )
     assert request.todo == pb.Todo(content="Ship it", status=pb.TODO_STATUS_IN_PROGRESS, priority=pb.TODO_PRIORITY_HIGH)
-    assert request.index == 0 and request.HasField("index")
+    assert request.index == 0
+    assert request.HasField("index")
     assert len(request.request_id) == 32
     assert "added t1 at 0, revision 5" in finished(run).stdout
 
@@ -229,7 +231,8 @@ def test_create_without_an_id_generates_one(server: FakeServer) -> None:
     _, request = server.answer(
         "CreateSession", pb.CreateSessionResponse(session=pb.Session(session_id="x"), created=True)
     )
-    assert request.session_id.startswith("ses_") and len(request.session_id) > 20
+    assert request.session_id.startswith("ses_")
+    assert len(request.session_id) > 20
     finished(run)
 
 
@@ -316,7 +319,8 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "server restarting")
 
     _, resumed, rpc = server.channel.take_unary_stream(method("WatchTodos"))
-    assert resumed.HasField("after_revision") and resumed.after_revision == 5
+    assert resumed.HasField("after_revision")
+    assert resumed.after_revision == 5
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 6))
     rpc.terminate((), grpc.StatusCode.OK, "")
 
@@ -382,7 +386,8 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
         console=Console(file=output, width=120),
     )
     _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
-    assert request.include_snapshot and request.after_cursor == ""
+    assert request.include_snapshot
+    assert request.after_cursor == ""
     assert (list(request.filter.session_ids), dict(request.filter.labels)) == (["a", "b"], {"project": "web"})
     todo = pb.Todo(id="t1", content="x", status=pb.TODO_STATUS_COMPLETED, priority=MEDIUM)
     rpc.send_response(_feed_message(pb.CHANGE_KIND_SNAPSHOT, "a", 2, "", todos=[todo]))

@@ -174,19 +174,22 @@ async def test_a_write_is_read_only_once_durable_but_the_next_write_builds_on_it
     await journal.entered_batch()
 
     visible = await store.get("s")
-    assert visible is not None and (visible.revision, visible.todos) == (0, ())
+    assert visible is not None
+    assert (visible.revision, visible.todos) == (0, ())
     assert await store.changes_after("s", 0) == []
     cursor, states = await store.snapshot()
     assert [state.revision for state in states if state.session_id == "s"] == [0]
     assert await store.feed_after(cursor) == []
     next_write = replace(store, "two", expected_revision=1)  # builds on the accepted, not yet durable, write
     await journal.handed(("commit", 2))
-    assert not write.done() and not next_write.done()
+    assert not write.done()
+    assert not next_write.done()
 
     journal.gate.set()
     assert [w.state.revision for w in await asyncio.gather(write, next_write)] == [1, 2]
     durable = await store.get("s")
-    assert durable is not None and [todo.content for todo in durable.todos] == ["two"]
+    assert durable is not None
+    assert [todo.content for todo in durable.todos] == ["two"]
     assert [change.revision for change in await store.changes_after("s", 0) or []] == [1, 2]
     assert [change.revision for change in await store.feed_after(cursor) or []] == [1, 2]
     await store.close()
@@ -202,14 +205,16 @@ async def test_answers_from_the_accepted_state_wait_until_it_is_durable(journal:
     refused = replace(store, "stale", expected_revision=0)
     unchanged = replace(store, "one")
     await first_steps_taken()  # neither reaches the journal: one is refused, the other changes nothing
-    assert not refused.done() and not unchanged.done()
+    assert not refused.done()
+    assert not unchanged.done()
 
     journal.gate.set()
     await write
     with pytest.raises(RevisionMismatch):
         await refused
     same = await unchanged
-    assert same.change is None and same.state.revision == 1
+    assert same.change is None
+    assert same.state.revision == 1
     assert len(journal.batches[-1]) == 1  # only the first write reached the journal
     await store.close()
 
@@ -233,9 +238,11 @@ async def test_a_retried_request_id_is_answered_once_its_first_write_is_durable(
 
     journal.gate.set()
     original, retried = await first, await retry
-    assert retried.change is None and retried.result == original.result
+    assert retried.change is None
+    assert retried.result == original.result
     state = await store.get("s")
-    assert state is not None and [todo.id for todo in state.todos] == ["a"]
+    assert state is not None
+    assert [todo.id for todo in state.todos] == ["a"]
     await store.close()
 
 
@@ -249,7 +256,8 @@ async def test_a_watcher_gets_a_write_only_once_it_is_durable(journal: GatedJour
     journal.gate.clear()
     write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), None, None, "r1"))
     await journal.entered_batch()  # the write is in the batch the journal holds: not durable yet
-    assert not next_change.done() and not write.done()
+    assert not next_change.done()
+    assert not write.done()
 
     journal.gate.set()
     change = await asyncio.wait_for(next_change, 10)
@@ -275,9 +283,11 @@ async def test_a_failed_batch_fails_its_writes_and_those_queued_behind_it_and_un
 
     journal.fail = False
     kept = await replace(store, "kept", expected_revision=0)  # the next write builds on what is durable
-    assert kept.change is not None and kept.change.revision == 1
+    assert kept.change is not None
+    assert kept.change.revision == 1
     state = await store.get("s")
-    assert state is not None and [todo.content for todo in state.todos] == ["kept"]
+    assert state is not None
+    assert [todo.content for todo in state.todos] == ["kept"]
     await store.close()
 
 
@@ -289,5 +299,6 @@ async def test_a_failed_creation_is_undone(journal: GatedJournal) -> None:
     assert await store.get("doomed") is None
     journal.fail = False
     _, change = await store.create_session("doomed", SessionInfo(), 10, "")
-    assert change is not None and change.cursor == (await store.snapshot())[0]
+    assert change is not None
+    assert change.cursor == (await store.snapshot())[0]
     await store.close()

@@ -46,7 +46,7 @@ def test_delays_are_full_jitter_under_a_doubling_cap() -> None:
 
 def test_a_policy_that_makes_no_sense_is_refused() -> None:
     for arguments in ({"attempts": 0}, {"initial": 0}, {"initial": 2.0, "maximum": 1.0}, {"deadline": -1}):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="invalid retry"):
             RetryPolicy(**arguments)
 
 

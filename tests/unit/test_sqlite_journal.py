@@ -111,7 +111,9 @@ async def test_a_one_todo_write_on_a_big_list_stores_that_todo_not_the_list(reop
     store = await reopen()
     assert (await store.get("big")).todos == todos  # type: ignore[union-attr]
     ids = [todo.id for todo in todos]
-    assert ids[449:451] == ["new", "t450"] and "t20" not in ids and todos[10].content == "z" * 1000
+    assert ids[449:451] == ["new", "t450"]
+    assert "t20" not in ids
+    assert todos[10].content == "z" * 1000
 
 
 def _legacy_file(path: Path) -> None:
@@ -141,7 +143,8 @@ async def test_a_file_from_before_todo_rows_is_migrated(tmp_path: Path) -> None:
     await store.open()
     try:
         state = await store.get("s")
-        assert state is not None and state.revision == 3
+        assert state is not None
+        assert state.revision == 3
         assert [(t.id, t.status, t.priority) for t in state.todos] == [
             ("a", TodoStatus.COMPLETED, TodoPriority.HIGH),
             ("b", TodoStatus.PENDING, TodoPriority.LOW),

@@ -39,7 +39,8 @@ def test_insert_into_a_full_list_is_a_limit() -> None:
 
 def test_update_returns_the_same_tuple_when_nothing_changes() -> None:
     todos, todo = ops.update(LIST, "s", "a", "alpha", "pending", None, LIMITS)
-    assert todos is LIST and todo == LIST[0]
+    assert todos is LIST
+    assert todo == LIST[0]
 
 
 def test_update_and_remove_of_an_unknown_todo_are_not_found() -> None:

@@ -109,7 +109,9 @@ def open_editor() -> Callable[..., AbstractAsyncContextManager[ProxiedEditor]]:
             env={**os.environ, "SESSIONTODO_ACP_ADDRESS": address, **env},
             limit=64 << 20,
         )
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
         log: list[str] = []
         logging = asyncio.create_task(_collect(process.stderr, log))
         editor = RecordingEditor()

@@ -205,7 +205,8 @@ async def test_a_new_session_becomes_a_sessiontodo_session_closing_keeps_it_and_
 
         await pair.conn.close_session(session_id=session_id)
         assert session_id in {s.session_id for s in await pair.agent_todos.list_sessions()}
-        assert pair.agent.publisher is not None and not pair.agent.publisher.watching(session_id)
+        assert pair.agent.publisher is not None
+        assert not pair.agent.publisher.watching(session_id)
 
         await pair.agent.publisher.session_delete(session_id)
         assert session_id not in {s.session_id for s in await pair.agent_todos.list_sessions()}

@@ -74,7 +74,9 @@ async def test_an_unreadable_token_file_turns_mirroring_off_but_never_the_conver
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "SESSIONTODO_ACP_TOKEN_FILE": str(tmp_path / "missing-token")},
     )
-    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
     try:
         log = b""
         while b"forwarding only" not in log or b"missing-token" not in log:  # the mirror gives up, saying why...

@@ -207,7 +207,8 @@ def test_create_session_creates_the_named_session(address: str) -> None:
 
     session = response["session"]
     assert response["created"] is True
-    assert session["created_at"] == session["updated_at"] and session["created_at"].endswith("Z")
+    assert session["created_at"] == session["updated_at"]
+    assert session["created_at"].endswith("Z")
     assert {key: session[key] for key in ("session_id", "labels", "idle_ttl")} == {
         "session_id": "demo",
         "labels": {"title": "Demo"},
@@ -222,7 +223,8 @@ def test_update_session_sets_and_removes_labels_and_get_session_reads_them(addre
         address, "UpdateSession", {"session_id": "demo", "labels": {"title": "Final"}, "remove_label_keys": ["draft"]}
     )
 
-    assert updated["changed"] is True and updated["session"]["revision"] == "1"
+    assert updated["changed"] is True
+    assert updated["session"]["revision"] == "1"
     assert call(address, "GetSession", {"session_id": "demo"})["session"]["labels"] == {"title": "Final"}
 
 
@@ -265,7 +267,9 @@ def test_replace_todos_stores_the_list_with_generated_ids_and_enum_names(address
     )
 
     first, second = response["todos"]
-    assert first["id"] and first["status"] == "TODO_STATUS_IN_PROGRESS" and first["priority"] == "TODO_PRIORITY_HIGH"
+    assert first["id"]
+    assert first["status"] == "TODO_STATUS_IN_PROGRESS"
+    assert first["priority"] == "TODO_PRIORITY_HIGH"
     assert second == {
         "id": "docs",
         "content": "write docs",
@@ -475,7 +479,8 @@ def test_watch_changes_streams_a_snapshot_then_every_session_with_cursors(addres
 
     assert sorted(m["session_id"] for m in snapshot) == ["before", "sessiontodo:global"]
     assert {m["kind"] for m in snapshot} == {"CHANGE_KIND_SNAPSHOT"}
-    assert bookmark["kind"] == "CHANGE_KIND_PROGRESS" and bookmark["cursor"]
+    assert bookmark["kind"] == "CHANGE_KIND_PROGRESS"
+    assert bookmark["cursor"]
     assert (created["kind"], created["session_id"], created["origin"]) == (
         "CHANGE_KIND_SESSION_CREATED",
         "after",

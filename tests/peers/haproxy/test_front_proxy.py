@@ -165,7 +165,8 @@ async def test_unary_calls_and_errors_with_their_details_pass_through(front: Fro
         assert created
         replaced = await todos.replace_todos(session.session_id, [Todo(content="one"), Todo(content="two")])
         listed = await todos.get_todos(session.session_id)
-        assert listed == replaced and [todo.content for todo in listed.todos] == ["one", "two"]
+        assert listed == replaced
+        assert [todo.content for todo in listed.todos] == ["one", "two"]
         big = [f"{index:04} " + "x" * 990 for index in range(1000)]  # ~1 MB each way, past every buffer
         await todos.replace_todos(session.session_id, [Todo(content=content) for content in big])
         assert [todo.content for todo in (await todos.get_todos(session.session_id)).todos] == big
@@ -194,7 +195,8 @@ async def test_quiet_watches_outlive_the_idle_timeout_and_deliver_every_change(f
                 message = await asyncio.wait_for(stream.read(), 10)
                 while message.kind == pb.CHANGE_KIND_PROGRESS:
                     message = await asyncio.wait_for(stream.read(), 10)
-                assert message.kind == pb.CHANGE_KIND_TODO_ADDED and [t.content for t in message.todos] == ["late"]
+                assert message.kind == pb.CHANGE_KIND_TODO_ADDED
+                assert [t.content for t in message.todos] == ["late"]
             await stub.RemoveSession(pb.RemoveSessionRequest(session_id="quiet"), timeout=10)
             kinds = []
             while (message := await asyncio.wait_for(watch.read(), 10)) is not grpc.aio.EOF:

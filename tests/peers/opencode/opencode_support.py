@@ -49,7 +49,8 @@ class EventFeed:
             self._buffer += chunk
         frame, self._buffer = self._buffer.split(b"\n\n", 1)
         assert b"\r" not in frame, frame
-        assert frame.startswith(b"data: ") and b"\n" not in frame, frame
+        assert frame.startswith(b"data: "), frame
+        assert b"\n" not in frame, frame
         envelope: dict[str, Any] = json.loads(frame.removeprefix(b"data: "))
         return envelope
 

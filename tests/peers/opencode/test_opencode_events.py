@@ -26,7 +26,8 @@ async def test_the_stream_is_server_sent_events_in_lf_only_data_frames(http: htt
     assert response.headers["content-type"] == "text/event-stream"
     assert response.headers["cache-control"] == "no-cache, no-transform"
     assert response.headers["x-accel-buffering"] == "no"
-    assert first["type"] == "server.connected" and first["properties"] == {}
+    assert first["type"] == "server.connected"
+    assert first["properties"] == {}
     assert re.fullmatch(rb"(data: \{[^\r\n]*\}\n\n)+", feed.raw), feed.raw
 
 
@@ -74,7 +75,8 @@ async def test_a_write_reaches_subscribers_as_the_full_list_in_opencodes_shape(
     update = await feed.next_update()
     assert update["sessionID"] == "ses_a"
     assert update["todos"][0] == {"id": "t1", "content": "plan", "status": "in_progress", "priority": "high"}
-    assert update["todos"][1]["content"] == "ship" and update["todos"][1]["id"]
+    assert update["todos"][1]["content"] == "ship"
+    assert update["todos"][1]["id"]
 
 
 async def test_a_session_filter_limits_the_stream_to_that_session(http: httpx.AsyncClient, open_feed: OpenFeed) -> None:
@@ -191,7 +193,8 @@ async def test_the_global_stream_wraps_every_directorys_events_in_upstreams_enve
         updated = await feed.next_event()
 
     assert connected == {"payload": {"id": ANY, "type": "server.connected", "properties": {}}}
-    assert created["directory"] == "/there" and created["project"] == "global"
+    assert created["directory"] == "/there"
+    assert created["project"] == "global"
     assert created["payload"]["type"] == "session.created"
     assert updated == {
         "directory": "/there",

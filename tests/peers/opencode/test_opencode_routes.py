@@ -60,7 +60,8 @@ async def test_writing_a_list_replaces_it_and_answers_it_as_stored(http: httpx.A
     assert response.status_code == 200
     written = response.json()
     assert written[0] == {"id": "kept", "content": "first", "status": "in_progress", "priority": "high"}
-    assert written[1]["id"] and written[1]["content"] == "second"
+    assert written[1]["id"]
+    assert written[1]["content"] == "second"
     stored = await client.get_todos("ses_a")
     assert [(t.id, t.content) for t in stored.todos] == [(t["id"], t["content"]) for t in written]
 
@@ -144,7 +145,8 @@ async def test_a_write_the_service_rejects_names_every_violation_and_changes_not
 
     assert response.status_code == 400
     message = response.json()["data"]["message"]
-    assert "todos[1].id" in message and "todos[2].content" in message, message
+    assert "todos[1].id" in message, message
+    assert "todos[2].content" in message, message
     assert [t.content for t in (await client.get_todos("ses_a")).todos] == ["keep me"]
 
 
@@ -175,8 +177,10 @@ async def test_creating_a_session_answers_opencodes_full_session_with_its_parent
         "path": "",
     }
     assert session["time"]["created"] == session["time"]["updated"] > 0
-    assert session["cost"] == 0 and session["tokens"]["cache"] == {"read": 0, "write": 0}
-    assert re.fullmatch(r"[a-z]+-[a-z]+", session["slug"]) and session["version"].startswith("sessiontodo-")
+    assert session["cost"] == 0
+    assert session["tokens"]["cache"] == {"read": 0, "write": 0}
+    assert re.fullmatch(r"[a-z]+-[a-z]+", session["slug"])
+    assert session["version"].startswith("sessiontodo-")
     stored = await client.get_session("ses_child")
     assert (stored.parent_id, stored.labels) == (
         "ses_parent",
@@ -192,7 +196,8 @@ async def test_sessions_are_read_listed_by_directory_and_renamed_like_upstreams(
     assert [s["id"] for s in (await http.get("/session")).json()] == ["ses_here"]
     assert (await http.get("/session", params={"directory": "/there"})).json() == [there]
     renamed = await http.patch("/session/ses_there", json={"title": "renamed"})
-    assert renamed.status_code == 200 and renamed.json()["title"] == "renamed"
+    assert renamed.status_code == 200
+    assert renamed.json()["title"] == "renamed"
     assert renamed.json()["time"]["updated"] >= there["time"]["updated"]
     assert (await http.get("/session/ses_there")).json()["title"] == "renamed"
 

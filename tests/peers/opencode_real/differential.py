@@ -30,7 +30,9 @@ async def sdk_report(url: str, directory: str, give_todos: GiveTodos, timeout: f
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    assert process.stdin and process.stdout and process.stderr
+    assert process.stdin
+    assert process.stdout
+    assert process.stderr
     try:
         async with asyncio.timeout(timeout):
             async for line in process.stdout:

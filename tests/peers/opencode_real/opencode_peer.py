@@ -151,7 +151,8 @@ class OpenCodeServer:
     async def _until_healthy(self) -> None:
         # A connection opened before "server listening on" may never be answered: wait for the line first.
         while "server listening on" not in self.log():
-            assert self._process is not None and self._process.returncode is None, self.log()
+            assert self._process is not None, self.log()
+            assert self._process.returncode is None, self.log()
             await asyncio.sleep(0.1)
         async with httpx.AsyncClient(base_url=self.url, timeout=5.0) as http:
             while True:

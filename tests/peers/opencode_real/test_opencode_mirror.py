@@ -131,7 +131,8 @@ async def test_the_mirror_copies_every_sessions_lists_and_lifecycle_across_an_op
         for session_id, written in ((a, A2), (b, B1), (c, C1)):
             await mirrored(session_id, written)
         stored_c = await client.get_session(c)
-        assert stored_c.labels["directory"] == str(other) and stored_c.labels["project"] == "global"
+        assert stored_c.labels["directory"] == str(other)
+        assert stored_c.labels["project"] == "global"
         assert stored_c.labels["title"]  # OpenCode's generated title
 
         assert (await http.delete(f"/session/{b}")).json() is True

@@ -66,7 +66,8 @@ async def test_the_stub_model_answers_with_text_after_the_tool_result_and_to_a_t
         title = (await http.post("/chat/completions", json=chat("make a todo list", stream=False, tools=False))).json()
         models = (await http.get("/models")).json()
 
-    assert final["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in final["choices"][0]["message"]
+    assert final["choices"][0]["finish_reason"] == "stop"
+    assert "tool_calls" not in final["choices"][0]["message"]
     assert title["choices"][0]["message"]["content"] == TITLE
     assert [model["id"] for model in models["data"]] == ["stub-model"]
     assert len(stub_model.requests) == 2

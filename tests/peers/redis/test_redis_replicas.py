@@ -61,7 +61,8 @@ async def test_watchers_on_every_replica_see_writes_rotating_through_the_replica
     for feed in feeds:
         await feed.aclose()
     assert [e.revision for e in seen[0]] == [w.revision for w in written]
-    assert _summary(seen[1]) == _summary(seen[0]) and _summary(seen[2]) == _summary(seen[0])
+    assert _summary(seen[1]) == _summary(seen[0])
+    assert _summary(seen[2]) == _summary(seen[0])
 
 
 async def test_concurrent_conditional_writes_through_different_replicas_have_exactly_one_winner(
@@ -152,7 +153,8 @@ async def test_a_feed_on_one_replica_carries_every_replicas_writes_in_commit_ord
     seen = [await _next_event(feed) for _ in range(2 + 10 + 2)]
     await feed.aclose()
     kinds = [e.kind for e in seen]
-    assert kinds[:2] == [ChangeKind.SESSION_CREATED] * 2 and kinds[-2:] == [ChangeKind.SESSION_REMOVED] * 2
+    assert kinds[:2] == [ChangeKind.SESSION_CREATED] * 2
+    assert kinds[-2:] == [ChangeKind.SESSION_REMOVED] * 2
     for session in ("a", "b"):
         revisions = [e.revision for e in seen if e.session_id == session]
         assert revisions == list(range(revisions[0], revisions[0] + len(revisions)))  # per session +1
@@ -175,6 +177,7 @@ async def test_an_idle_session_expires_once_and_every_replica_says_why(
     removed = await _next_event(feed)
     await feed.aclose()
     assert (created.kind, removed.kind) == (ChangeKind.SESSION_CREATED, ChangeKind.SESSION_REMOVED)
-    assert removed.session_id == "idle" and removed.removal_reason is not None
+    assert removed.session_id == "idle"
+    assert removed.removal_reason is not None
     assert removed.removal_reason.name == "EXPIRED"
     assert await creator.list_sessions() == []

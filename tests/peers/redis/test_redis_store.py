@@ -163,7 +163,8 @@ async def test_a_session_removed_on_one_replica_and_recreated_on_another_starts_
     await _replace(first, "s", "old")
     (removal,) = await first.remove_session("s", RemovalReason.REMOVED)
     created = await _create(second, "s")
-    assert created is not None and created.revision > removal.revision
+    assert created is not None
+    assert created.revision > removal.revision
 
 
 async def test_conditional_writes_racing_through_several_replicas_have_exactly_one_winner(
@@ -180,7 +181,8 @@ async def test_conditional_writes_racing_through_several_replicas_have_exactly_o
         ]
         outcomes = await asyncio.gather(*attempts, return_exceptions=True)
         winners = [o for o in outcomes if isinstance(o, Written)]
-        assert len(winners) == 1 and all(isinstance(o, RevisionMismatch) for o in outcomes if o is not winners[0])
+        assert len(winners) == 1
+        assert all(isinstance(o, RevisionMismatch) for o in outcomes if o is not winners[0])
         assert await replicas[2].get("s") == winners[0].state
 
 
@@ -196,7 +198,8 @@ async def test_unconditional_writers_on_two_replicas_never_fail_on_contention(op
     written = await asyncio.gather(*writers)
     assert sorted(w.state.revision for w in written) == list(range(1, 161))
     state = await replicas[1].get("s")
-    assert state is not None and len(state.todos) == 160
+    assert state is not None
+    assert len(state.todos) == 160
 
 
 async def test_a_request_id_recorded_through_one_replica_is_honoured_through_another(
@@ -207,7 +210,8 @@ async def test_a_request_id_recorded_through_one_replica_is_honoured_through_ano
     add = AddTodo(Todo("t", "once"), None, False)
     original = await first.write("s", add, expected_revision=None, request_id="req", origin="", now=1.0, limits=LIMITS)
     retried = await second.write("s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS)
-    assert retried.change is None and retried.result == original.result
+    assert retried.change is None
+    assert retried.result == original.result
 
 
 async def test_the_session_limit_counts_sessions_created_through_every_replica(open_replica: OpenReplica) -> None:
@@ -249,7 +253,8 @@ async def test_create_and_remove_forced_to_interleave_leave_no_half_session(
             await remover.remove_all_sessions()
         monkeypatch.setattr(creator._scripts, "create", create_script)
         for store in (creator, remover):
-            assert await store.get("child") is None and await store.get("parent") is None
+            assert await store.get("child") is None
+            assert await store.get("parent") is None
             assert await store.list_sessions("", 10, EVERY_SESSION) == []
         assert await _create(remover, "fresh", max_sessions=1) is not None  # nothing left counted
         assert await remover.remove_all_sessions() != []
@@ -306,7 +311,8 @@ async def test_the_feed_resumes_on_any_replica_and_snapshots_are_consistent(open
     made = [await _create(first, "a"), await _replace(first, "a", "x"), await _create(second, "b")]
     made.append(await _replace(second, "a", "y"))
     feed = await first.feed_after(start)
-    assert feed is not None and _summary(feed) == _summary([c for c in made if c is not None])
+    assert feed is not None
+    assert _summary(feed) == _summary([c for c in made if c is not None])
     assert first.feed_epoch == second.feed_epoch
     cursor, states = await first.snapshot()
     assert cursor == feed[-1].cursor
@@ -321,7 +327,8 @@ async def test_the_global_list_of_the_01_layout_is_carried_over(redis_server: Re
     await store.open()
     try:
         state = await store.get(GLOBAL_SESSION_ID)
-        assert state is not None and state.revision == 8
+        assert state is not None
+        assert state.revision == 8
         assert [(t.id, t.content, t.status.value) for t in state.todos] == [("a", "kept", "completed")]
     finally:
         await store.close()
@@ -340,7 +347,8 @@ async def test_stores_with_different_prefixes_share_one_redis_without_seeing_eac
     assert await green.list_sessions("", 10, EVERY_SESSION) == []
     async with redis.asyncio.Redis(port=redis_server.port, decode_responses=True) as admin:
         keys = [str(key) for key in await admin.keys("*")]
-    assert keys and all(key.startswith(("blue:", "green:")) for key in keys)
+    assert keys
+    assert all(key.startswith(("blue:", "green:")) for key in keys)
 
 
 async def test_every_operation_keeps_to_one_cluster_slot(tmp_path: Path) -> None:
@@ -374,12 +382,15 @@ async def test_while_redis_is_down_writes_fail_as_unavailable_without_its_addres
     redis_server.kill()
     with pytest.raises(Unavailable) as refused:
         await _replace(store, "s", "lost")
-    assert str(redis_server.port) not in str(refused.value) and "127.0.0.1" not in str(refused.value)
+    assert str(redis_server.port) not in str(refused.value)
+    assert "127.0.0.1" not in str(refused.value)
     with pytest.raises(Unavailable):
         await store.get("s")
     redis_server.start()
     state = await store.get("s")
-    assert state is not None and state.revision == before.revision and state.todos == before.todos
+    assert state is not None
+    assert state.revision == before.revision
+    assert state.todos == before.todos
 
 
 async def test_the_store_reports_losing_redis_and_getting_it_back(
