@@ -20,6 +20,7 @@ DOCUMENTED_PING_INTERVAL_MS = 10_000
 IDLE_SECONDS = 36.0  # three pings and some: the default policy sends GOAWAY at the third early ping
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_client_pinging_every_10_s_keeps_its_idle_connection(server: RunningServer) -> None:
     options = [

@@ -337,6 +337,7 @@ def test_gateway_settings_read_the_token_and_certificates_from_files(tmp_path: P
 # The protected default
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flags", "missing"),
     [([], "--tls-cert/--tls-key and --auth-file"), (["--auth-file", "auth.toml"], "--tls-cert/--tls-key")],

@@ -135,6 +135,7 @@ def test_the_connection_limit_leaves_a_reserve_of_descriptors() -> None:
     assert fd_limits.connection_limit(50, 1024) == 50
 
 
+@pytest.mark.process
 async def test_a_json_request_changes_nothing(server: RunningServer) -> None:
     """gRPC core accepts any content type (grpc/grpc#35824) and hands Python an empty message, so
     the refusal is the empty message's: INVALID_ARGUMENT, never a session created (main did)."""
