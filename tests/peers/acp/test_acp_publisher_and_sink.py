@@ -108,18 +108,19 @@ class Pair:
 
 
 class FirstWriteLags(TodoClient):
-    """A client whose first ReplaceTodos takes a while, as on a congested network."""
+    """A client whose first ReplaceTodos waits until ``release`` is set, as on a congested network."""
 
     def __init__(self, address: str) -> None:
         super().__init__(grpc.aio.insecure_channel(address))
         self._lagged = False
+        self.release = asyncio.Event()
         self.lagged_write_done = asyncio.Event()
 
     async def replace_todos(self, *args: Any, **kwargs: Any) -> TodoList:
         if self._lagged:
             return await super().replace_todos(*args, **kwargs)
         self._lagged = True
-        await asyncio.sleep(0.2)
+        await self.release.wait()
         try:
             return await super().replace_todos(*args, **kwargs)
         finally:
@@ -227,6 +228,7 @@ async def test_the_sink_applies_a_burst_of_plans_in_the_order_received_and_ends_
         for n in range(100):
             plan = [Todo(content=f"plan {n}"), Todo(content="shared")]
             await pair.agent.conn.session_update(session_id=session_id, update=plan_update_from_todos(plan))
+        lagging.release.set()  # the whole burst was sent while the first plan's write was held
 
         applied: list[int] = []
         try:
