@@ -3,11 +3,15 @@ Redis stopped cleanly and restarted, the replica stopped and restarted, all unde
 
 from __future__ import annotations
 
+import pytest
+
 from collections.abc import Callable
 
 from tests.support import ServerProcess, wait_until_serving
 from tests.support.fault_run import run_through_faults
 from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.slow
 
 
 async def test_watchers_and_writes_survive_redis_and_replica_restarts(
