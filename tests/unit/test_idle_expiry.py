@@ -15,7 +15,7 @@ async def make_book(clock: ManualClock, default_idle_ttl: float) -> TodoBook:
     store = MemoryStore()
     await store.open()
     hub = WatchHub(buffer_size=8, max_watchers=10)
-    return TodoBook(store, hub, Limits(), progress_interval=60, default_idle_ttl=default_idle_ttl, clock=clock)
+    return TodoBook(store, hub, Limits(), default_idle_ttl=default_idle_ttl, clock=clock)
 
 
 async def test_writes_keep_a_session_with_a_ttl_alive() -> None:
@@ -25,7 +25,7 @@ async def test_writes_keep_a_session_with_a_ttl_alive() -> None:
     assert session.info.idle_ttl == 1  # the book's default applies
 
     for n in range(8):
-        await book.add("busy", TodoDraft(content=str(n)), None, None, "")
+        await book.add("busy", TodoDraft(content=str(n)))
         clock.now += 0.25
         assert await book.expire_due() == []
     assert (await book.get("busy")).revision == 8  # 2 s of life, with a TTL of 1 s
@@ -34,5 +34,5 @@ async def test_writes_keep_a_session_with_a_ttl_alive() -> None:
     assert await book.expire_due() == []
     clock.now += 0.5  # idle for 1.25 s
     assert await book.expire_due() == ["busy"]
-    sessions, _ = await book.list_sessions(page_size=0, page_token="")
+    sessions, _ = await book.list_sessions()
     assert sessions == []

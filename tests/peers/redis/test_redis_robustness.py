@@ -3,9 +3,9 @@ Redis stopped cleanly and restarted, the replica stopped and restarted, all unde
 
 from __future__ import annotations
 
-import pytest
-
 from collections.abc import Callable
+
+import pytest
 
 from tests.support import ServerProcess, wait_until_serving
 from tests.support.fault_run import run_through_faults
