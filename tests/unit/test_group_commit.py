@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 
-from sessiontodo_server.domain.batch import Create, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import Create, Operation, Outcome, Remove, Write
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.errors import RevisionMismatch, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
@@ -315,7 +315,7 @@ async def test_a_failed_creation_is_undone(journal: GatedJournal) -> None:
 async def test_a_batch_is_one_journal_batch_written_whole(journal: GatedJournal) -> None:
     store = await open_store(journal)
     journal.gate.clear()
-    operations = [Create("b", SessionInfo()), Write("b", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
+    operations: list[Operation] = [Create("b", SessionInfo()), Write("b", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
     batch = asyncio.ensure_future(
         store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
     )
@@ -330,7 +330,7 @@ async def test_a_batch_is_one_journal_batch_written_whole(journal: GatedJournal)
 async def test_a_batch_the_journal_fails_leaves_nothing_and_is_not_remembered(journal: GatedJournal) -> None:
     store = await open_store(journal)
     journal.fail = True
-    operations = [Create("b", SessionInfo()), Write("s", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
+    operations: list[Operation] = [Create("b", SessionInfo()), Write("s", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
 
     with pytest.raises(Unavailable):
         await store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
