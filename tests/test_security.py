@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from certificates import CertificateAuthority, Issued, auth_toml
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
     ChangeKind,
     ChannelSecurity,
@@ -396,3 +397,54 @@ async def test_a_tenants_handler_is_made_once_so_the_observing_wrapping_is_reuse
     beta = await auth.intercept_service(continuation, details("t-beta"))
     assert acme[0] is acme[1] is acme[2] and acme[0] is not registered
     assert beta is not acme[0]
+
+
+async def test_a_reload_that_drops_a_token_ends_its_open_streams_unauthenticated(
+    start: Callable[..., Any], auth_file: Path
+) -> None:
+    server: RunningServer = await start(auth_file=auth_file)
+    writer = (("authorization", f"Bearer {TOKENS['writer'][0]}"),)
+    reader = (("authorization", f"Bearer {TOKENS['reader'][0]}"),)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        await stub.CreateSession(pb.CreateSessionRequest(session_id="ses_1"), metadata=writer, timeout=10)
+        dropped = [
+            stub.WatchTodos(pb.WatchTodosRequest(session_id="ses_1"), metadata=reader),
+            stub.WatchChanges(pb.WatchChangesRequest(include_snapshot=True), metadata=reader),
+        ]
+        kept = stub.WatchTodos(pb.WatchTodosRequest(session_id="ses_1"), metadata=writer)
+        for call in (*dropped, kept):
+            await asyncio.wait_for(call.read(), 10)  # open: the first message arrived
+        rewrite(auth_file, auth_toml(TOKENS["writer"], TOKENS["admin"]))
+        server.reload()
+
+        for call in dropped:
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                while True:
+                    await asyncio.wait_for(call.read(), 10)
+            assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        todos = [pb.Todo(content="still watched")]
+        await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="ses_1", todos=todos), metadata=writer, timeout=10)
+        replaced = await asyncio.wait_for(kept.read(), 10)
+        kept.cancel()
+    assert replaced.kind == pb.CHANGE_KIND_TODOS_REPLACED
+
+
+async def test_a_reload_that_moves_a_token_to_another_tenant_ends_its_streams_but_a_lowered_role_does_not(
+    start: Callable[..., Any], auth_file: Path
+) -> None:
+    server: RunningServer = await start(auth_file=auth_file)
+    admin = (("authorization", f"Bearer {TOKENS['admin'][0]}"),)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        feed = stub.WatchChanges(pb.WatchChangesRequest(include_snapshot=True), metadata=admin)
+        await asyncio.wait_for(feed.read(), 10)
+        rewrite(auth_file, auth_toml(TOKENS["writer"], (TOKENS["admin"][0], "acme", "reader")))
+        server.reload()
+        assert server.auth is not None and server.auth.open_streams == 1  # a reader may still watch
+        rewrite(auth_file, auth_toml(TOKENS["writer"], (TOKENS["admin"][0], "beta", "reader")))
+        server.reload()
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            while True:
+                await asyncio.wait_for(feed.read(), 10)
+    assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED

@@ -4,10 +4,13 @@ The auth file is TOML, one ``[[token]]`` table per token holding the hex SHA-256
 (never the token itself), its tenant, its role and an optional name for the audit log. A call
 carries ``authorization: Bearer <token>``; the token's hash is compared with every entry in
 constant time. Health stays open for load balancers; reflection needs any valid token.
+A reload that drops a token (or moves it to another tenant) ends the streams it holds open with
+UNAUTHENTICATED, as a new call would be told (every role may watch, so a lowered role ends none).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import hashlib
 import hmac
@@ -109,6 +112,9 @@ class TokenTable:
     def __len__(self) -> int:
         return len(self._tokens)
 
+    def __contains__(self, token: object) -> bool:
+        return token in self._tokens
+
     @classmethod
     def load(cls, path: Path) -> TokenTable:
         try:
@@ -125,6 +131,9 @@ class TokenTable:
         if len({token.digest for token in tokens}) != len(tokens):
             raise AuthFileError(f"invalid auth file {path}: the same sha256 is listed twice")
         return cls(tokens)
+
+    def by_digest(self, digest: bytes) -> Token | None:
+        return next((token for token in self._tokens if token.digest == digest), None)
 
     def find(self, presented: str) -> Token | None:
         """The entry for a presented token; every entry is compared, in constant time each."""
@@ -180,27 +189,82 @@ def _denied(
     return _HANDLER_KINDS[shape](deny)
 
 
-def _as_tenant(handler: grpc.RpcMethodHandler, tenant: str) -> grpc.RpcMethodHandler:
-    """``handler`` with the caller's tenant entered for the whole call, whatever its shape."""
+@dataclass(slots=True, eq=False)  # each stream is itself: hashed by identity
+class _OpenStream:
+    """A stream a token holds open: the task serving it, and why it was ended (None: it was not)."""
+
+    token: Token
+    task: asyncio.Task[Any]
+    ended: bool = False
+
+
+class _OpenStreams:
+    """Every stream open under a token, so that a reload that drops the token can end them."""
+
+    def __init__(self) -> None:
+        self._open: set[_OpenStream] = set()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def open(self, token: Token) -> _OpenStream:
+        task = asyncio.current_task()
+        assert task is not None
+        stream = _OpenStream(token, task)
+        self._open.add(stream)
+        return stream
+
+    def close(self, stream: _OpenStream) -> None:
+        self._open.discard(stream)
+
+    def revoke(self, table: TokenTable) -> int:
+        """End the streams whose token ``table`` no longer admits as it was; how many."""
+        ended = 0
+        for stream in list(self._open):
+            now = table.by_digest(stream.token.digest)
+            if now is not None and now.tenant == stream.token.tenant:
+                continue
+            stream.ended = True
+            self._open.discard(stream)
+            stream.task.cancel()  # lands in the stream's wait; the stream then ends with ``ended``
+            ended += 1
+        return ended
+
+
+def _as_caller(handler: grpc.RpcMethodHandler, token: Token, streams: _OpenStreams) -> grpc.RpcMethodHandler:
+    """``handler`` with the caller's tenant entered for the whole call, whatever its shape; a
+    streaming response is tracked under its token for as long as it is open."""
     for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
         if (behaviour := getattr(handler, kind)) is not None:
-            return handler._replace(**{kind: _entering(tenant, behaviour)})
+            return handler._replace(**{kind: _entering(token, streams, behaviour)})
     return handler
 
 
-def _entering(tenant: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+def _entering(token: Token, streams: _OpenStreams, behaviour: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.isasyncgenfunction(behaviour):
 
         async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            tenancy.enter(tenant)
-            async with aclosing(behaviour(request, context)) as messages:
-                async for message in messages:
-                    yield message
+            tenancy.enter(token.tenant)
+            tracked = streams.open(token)
+            try:
+                async with aclosing(behaviour(request, context)) as messages:
+                    async for message in messages:
+                        yield message
+            except asyncio.CancelledError:
+                if not tracked.ended:
+                    raise  # the client went away (re-raised: grpc/grpc#43360)
+                tracked.task.uncancel()
+                audit.warning(
+                    "ended the stream of %s token=%s tenant=%s: revoked", context.peer(), token.name, token.tenant
+                )
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the bearer token was revoked")
+            finally:
+                streams.close(tracked)
 
         return stream
 
     async def call(request: object, context: grpc.aio.ServicerContext) -> Any:
-        tenancy.enter(tenant)
+        tenancy.enter(token.tenant)
         return await behaviour(request, context)
 
     return call
@@ -212,15 +276,26 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
     def __init__(self, path: Path) -> None:
         self._path = path
         self._table = TokenTable.load(path)
-        self._as_tenant: dict[tuple[str, str], tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-        """(method, tenant) -> (handler, the handler entering the tenant): made once, so that the
-        observing interceptor outside sees the same handler call after call and keeps its wrapping."""
+        self._streams = _OpenStreams()
+        self._as_caller: dict[tuple[str, Token], tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        """(method, token) -> (handler, the handler entering the token's tenant): made once, so that
+        the observing interceptor outside sees the same handler call after call and keeps its wrapping."""
         log.info("auth: %d tokens from %s", len(self._table), path)
 
     def reload(self) -> None:
-        """Raises ``AuthFileError`` and keeps the current tokens if the file is not valid."""
+        """Raises ``AuthFileError`` and keeps the current tokens if the file is not valid; ends the
+        open streams of tokens it drops."""
         self._table = TokenTable.load(self._path)
-        log.info("auth: reloaded %d tokens from %s", len(self._table), self._path)
+        self._as_caller = {key: value for key, value in self._as_caller.items() if key[1] in self._table}
+        ended = self._streams.revoke(self._table)
+        log.info(
+            "auth: reloaded %d tokens from %s; ended %d streams of dropped tokens", len(self._table), self._path, ended
+        )
+
+    @property
+    def open_streams(self) -> int:
+        """Streams open under a token now."""
+        return len(self._streams)
 
     async def intercept_service(
         self,
@@ -242,9 +317,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
             return _denied(handler, grpc.StatusCode.PERMISSION_DENIED, method, why, token)
         if handler is None or not method.startswith(f"/{SERVICE_NAME}/"):
             return handler
-        cached = self._as_tenant.get((method, token.tenant))
+        cached = self._as_caller.get((method, token))
         if cached is not None and cached[0] is handler:
             return cached[1]
-        entering = _as_tenant(handler, token.tenant)
-        self._as_tenant[method, token.tenant] = (handler, entering)
+        entering = _as_caller(handler, token, self._streams)
+        self._as_caller[method, token] = (handler, entering)
         return entering
