@@ -448,3 +448,24 @@ async def test_a_reload_that_moves_a_token_to_another_tenant_ends_its_streams_bu
             while True:
                 await asyncio.wait_for(feed.read(), 10)
     assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_anonymous_health_watches_are_limited_while_a_token_holder_still_watches(
+    start: Callable[..., Any], auth_file: Path
+) -> None:
+    server: RunningServer = await start(auth_file=auth_file, max_watchers=3)
+    reader = (("authorization", f"Bearer {TOKENS['reader'][0]}"),)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        anonymous = [stub.Watch(health_pb2.HealthCheckRequest()) for _ in range(3)]
+        for call in anonymous:
+            await asyncio.wait_for(call.read(), 10)  # open: the first status arrived
+        refused = stub.Watch(health_pb2.HealthCheckRequest())
+        with pytest.raises(grpc.aio.AioRpcError) as exhausted:
+            await asyncio.wait_for(refused.read(), 10)
+        with_token = stub.Watch(health_pb2.HealthCheckRequest(), metadata=reader)
+        first = await asyncio.wait_for(with_token.read(), 10)
+        for call in (*anonymous, with_token):
+            call.cancel()
+    assert exhausted.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert first.status == health_pb2.HealthCheckResponse.SERVING

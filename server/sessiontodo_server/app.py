@@ -23,7 +23,7 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import fd_limits
-from sessiontodo_server.api.auth import AuthFileError, AuthInterceptor
+from sessiontodo_server.api.auth import ANONYMOUS_HEALTH_WATCHES, AuthFileError, AuthInterceptor
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.api.servicer import TodoServicer, add_health_service, add_todo_service
 from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
@@ -226,7 +226,9 @@ def _security(settings: Settings) -> _Security:
         tls = None
         if settings.tls_cert is not None and settings.tls_key is not None:
             tls = ReloadableTls(TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca))
-        auth = AuthInterceptor(settings.auth_file) if settings.auth_file is not None else None
+        auth = None
+        if settings.auth_file is not None:
+            auth = AuthInterceptor(settings.auth_file, min(ANONYMOUS_HEALTH_WATCHES, settings.max_watchers))
     except (TlsError, AuthFileError) as error:
         raise StartupError(str(error)) from error
     return _Security(tls, auth)

@@ -18,7 +18,7 @@ import inspect
 import logging
 import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,8 @@ def _bearer(metadata: Sequence[tuple[str, Any]] | None) -> str:
     return ""
 
 
+_HEALTH_WATCH = f"/{health.SERVICE_NAME}/Watch"
+
 _HANDLER_KINDS = {
     (False, False): grpc.unary_unary_rpc_method_handler,
     (False, True): grpc.unary_stream_rpc_method_handler,
@@ -231,52 +233,91 @@ class _OpenStreams:
         return ended
 
 
-def _as_caller(handler: grpc.RpcMethodHandler, token: Token, streams: _OpenStreams) -> grpc.RpcMethodHandler:
-    """``handler`` with the caller's tenant entered for the whole call, whatever its shape; a
-    streaming response is tracked under its token for as long as it is open."""
+Scope = Callable[[grpc.aio.ServicerContext], AbstractAsyncContextManager[None]]
+"""What a call runs inside, from its start to its end (its stream's end, for a stream)."""
+
+
+def _within(handler: grpc.RpcMethodHandler, scope: Scope) -> grpc.RpcMethodHandler:
+    """``handler`` run inside ``scope``, whatever its shape."""
     for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
         if (behaviour := getattr(handler, kind)) is not None:
-            return handler._replace(**{kind: _entering(token, streams, behaviour)})
+            return handler._replace(**{kind: _scoped(behaviour, scope)})
     return handler
 
 
-def _entering(token: Token, streams: _OpenStreams, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+def _scoped(behaviour: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     if inspect.isasyncgenfunction(behaviour):
 
         async def stream(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            tenancy.enter(token.tenant)
-            tracked = streams.open(token)
-            try:
-                async with aclosing(behaviour(request, context)) as messages:
-                    async for message in messages:
-                        yield message
-            except asyncio.CancelledError:
-                if not tracked.ended:
-                    raise  # the client went away (re-raised: grpc/grpc#43360)
-                tracked.task.uncancel()
-                audit.warning(
-                    "ended the stream of %s token=%s tenant=%s: revoked", context.peer(), token.name, token.tenant
-                )
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the bearer token was revoked")
-            finally:
-                streams.close(tracked)
+            async with scope(context), aclosing(behaviour(request, context)) as messages:
+                async for message in messages:
+                    yield message
 
         return stream
 
     async def call(request: object, context: grpc.aio.ServicerContext) -> Any:
-        tenancy.enter(token.tenant)
-        return await behaviour(request, context)
+        async with scope(context):
+            return await behaviour(request, context)
 
     return call
+
+
+def _as_caller(token: Token, streams: _OpenStreams) -> Scope:
+    """The caller's tenant entered for the whole call; the call tracked under its token, and
+    ended UNAUTHENTICATED if a reload revokes the token while it runs."""
+
+    @asynccontextmanager
+    async def scope(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        tenancy.enter(token.tenant)
+        tracked = streams.open(token)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if not tracked.ended:
+                raise  # the client went away (re-raised: grpc/grpc#43360)
+            tracked.task.uncancel()
+            audit.warning("ended the call of %s token=%s tenant=%s: revoked", context.peer(), token.name, token.tenant)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the bearer token was revoked")
+        finally:
+            streams.close(tracked)
+
+    return scope
+
+
+class _Slots:
+    """At most ``limit`` calls at once; one more is RESOURCE_EXHAUSTED."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.taken = 0
+        self._what = what
+
+    @asynccontextmanager
+    async def __call__(self, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        if self.taken >= self.limit:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most {self.limit} {self._what} at once")
+        self.taken += 1
+        try:
+            yield
+        finally:
+            self.taken -= 1
+
+
+ANONYMOUS_HEALTH_WATCHES = 100
+"""Health ``Watch`` streams callers without a valid token may hold open at once (at most
+``--max-watchers``): each costs the server memory, and health is open to anyone who reaches the
+port. Callers with a valid token are not limited here."""
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
     """Authenticates and authorizes every call; ``reload()`` re-reads the auth file (SIGHUP)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, anonymous_health_watches: int = ANONYMOUS_HEALTH_WATCHES) -> None:
         self._path = path
         self._table = TokenTable.load(path)
         self._streams = _OpenStreams()
+        self._anonymous_health_watches = _Slots(anonymous_health_watches, "health watches without a token")
+        self._limited: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
         self._as_caller: dict[tuple[str, Token], tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
         """(method, token) -> (handler, the handler entering the token's tenant): made once, so that
         the observing interceptor outside sees the same handler call after call and keeps its wrapping."""
@@ -305,10 +346,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
         method: str = details.method
         handler = await continuation(details)
         required = required_role(method)
-        if required is None:
-            return handler
         presented = _bearer(details.invocation_metadata)
         token = self._table.find(presented)
+        if required is None:
+            if token is None and handler is not None and method == _HEALTH_WATCH:
+                return self._anonymous_health_watch(handler)
+            return handler
         if token is None:
             why = "unknown bearer token" if presented else "missing bearer token (authorization: Bearer <token>)"
             return _denied(handler, grpc.StatusCode.UNAUTHENTICATED, method, why, None)
@@ -320,6 +363,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
         cached = self._as_caller.get((method, token))
         if cached is not None and cached[0] is handler:
             return cached[1]
-        entering = _as_caller(handler, token, self._streams)
+        entering = _within(handler, _as_caller(token, self._streams))
         self._as_caller[method, token] = (handler, entering)
         return entering
+
+    def _anonymous_health_watch(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        cached = self._limited.get(id(handler))
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        limited = _within(handler, self._anonymous_health_watches)
+        self._limited[id(handler)] = (handler, limited)
+        return limited
