@@ -20,7 +20,6 @@ from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
-    LimitExceeded,
     RequestIdReused,
     RevisionMismatch,
     SessionNotFound,
@@ -69,10 +68,6 @@ class TodoBook:
         self._limits = limits
         self._default_idle_ttl = default_idle_ttl
         self._clock = clock
-        self._tenant_sessions: dict[str, int] = {}
-        """Sessions per tenant, counted once on a tenant's first create and then kept up to date
-        (only while ``max_sessions_per_tenant`` is on)."""
-        self._tenant_locks: dict[str, asyncio.Lock] = {}
         store.on_external_change(self._on_external_change)
 
     @property
@@ -114,40 +109,17 @@ class TodoBook:
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
         info = SessionInfo(parent_id, ops.frozen(labels), now, now, ttl)
-        if not self._limits.max_sessions_per_tenant:
-            return await self._create(session_id, info, origin)
-        tenant = tenancy.tenant_of(session_id)
-        async with self._tenant_locks.setdefault(tenant, asyncio.Lock()):  # one check-and-create at a time
-            if await self._store.get(session_id) is None:
-                if await self._count_sessions(tenant) >= self._limits.max_sessions_per_tenant:
-                    raise LimitExceeded("sessions per tenant", self._limits.max_sessions_per_tenant)
-            return await self._create(session_id, info, origin)
+        return await self._create(session_id, info, origin)
 
     async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
-        state, created = await self._store.create_session(session_id, info, self._limits.max_sessions, origin)
+        """The store checks both session limits as it creates: one step, whatever the replicas."""
+        state, created = await self._store.create_session(
+            session_id, info, self._limits.max_sessions, origin, max_per_tenant=self._limits.max_sessions_per_tenant
+        )
         if created is not None:
-            self._published(created)
+            self._hub.publish(created)
             log.info("session %s created (parent %r)", session_id, info.parent_id)
         return state, created is not None
-
-    async def _count_sessions(self, tenant: str) -> int:
-        if (known := self._tenant_sessions.get(tenant)) is not None:
-            return known
-        count, after, only = 0, "", SessionFilter(tenant=tenant)
-        while page := await self._store.list_sessions(after, MAX_PAGE_SIZE, only):
-            count += len(page)
-            after = page[-1].session_id
-        return self._tenant_sessions.setdefault(tenant, count)
-
-    def _count(self, change: Change) -> None:
-        """Follow a creation or removal in the per-tenant session counts (global lists never count)."""
-        tenant = tenancy.tenant_of(change.session_id)
-        if tenant in self._tenant_sessions and not ops.is_global_list(change.session_id):
-            self._tenant_sessions[tenant] += 1 if change.kind is ChangeKind.SESSION_CREATED else -1
-
-    def _published(self, created: Change) -> None:
-        self._count(created)
-        self._hub.publish(created)
 
     async def update_session(
         self,
@@ -183,7 +155,6 @@ class TodoBook:
 
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:
-            self._count(removal)
             self._hub.end_session(removal)
             log.info("session %s %s", removal.session_id, removal.reason or RemovalReason.REMOVED)
         return [removal.session_id for removal in removals]
@@ -353,10 +324,7 @@ class TodoBook:
         if change.kind is ChangeKind.RESET and not change.session_id:
             self._hub.lag_all(change.cursor)
         elif change.kind is ChangeKind.SESSION_REMOVED:
-            self._count(change)
             self._hub.end_session(change)
-        elif change.kind is ChangeKind.SESSION_CREATED:
-            self._published(change)
         else:
             self._hub.publish(change)
 

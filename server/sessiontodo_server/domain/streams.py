@@ -146,7 +146,7 @@ class TodoStreams:
         if reset:
             self._observer.watch_reset(reset)
             yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
-        cursor, states = await self._store.snapshot()
+        cursor, states = await self._store.snapshot(only.tenant)
         for state in states:
             if only.matches(state.session_id, state.info):
                 yield FeedMessage(_whole(state, ChangeKind.SNAPSHOT), "")
