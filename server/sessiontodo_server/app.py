@@ -312,6 +312,7 @@ async def _serve(
         limits.max_watchers,
         settings.budget().buffers,
         limits.max_watchers_per_tenant,
+        position=store.feed_position(),  # a restarted server's feeds go on from the store's cursor
     )
     book = TodoBook(store, hub, limits, default_idle_ttl=settings.default_idle_ttl, observer=metrics)
     streams = TodoStreams(book, store, hub, limits, progress_interval=settings.progress_interval, observer=metrics)

@@ -119,6 +119,10 @@ class TodoStore(Protocol):
     def held_bytes(self) -> tuple[int, int]:
         """Bytes this process holds against the memory budget for lists, and for history and feed."""
 
+    def feed_position(self) -> int:
+        """The cursor of the newest change this process has delivered (once open: what a feed
+        starting from now has seen everything up to, a restarted server included)."""
+
     async def write(
         self,
         session_id: str,

@@ -43,6 +43,8 @@ class ChangeKind(StrEnum):
     PROGRESS = "progress"
     SESSION_CREATED = "session_created"
     SESSION_UPDATED = "session_updated"
+    SESSION_LEFT_VIEW = "session_left_view"
+    """Feeds with a labels filter only: the session's labels no longer match (never stored)."""
 
 
 class RemovalReason(StrEnum):
@@ -110,14 +112,37 @@ class SessionFilter:
         return f"{self.tenant}{tenancy.SEPARATOR}" if self.tenant else ""
 
     def matches(self, session_id: str, info: SessionInfo | None) -> bool:
+        if not self._matches_but_labels(session_id, info):
+            return False
+        if info is None:
+            return not self.labels
+        return self._labels_match(info)
+
+    def shows(self, change: Change) -> bool:
+        """Whether a feed with this filter sends ``change``: it matches, or it leaves the view."""
+        return self.matches(change.session_id, change.info) or self.leaves_view(change)
+
+    def leaves_view(self, change: Change) -> bool:
+        """Whether ``change`` takes its session out of this filter's view: its labels changed and
+        no longer match, all else matching. (Whether they matched before is not known here.)"""
+        return (
+            bool(self.labels)
+            and change.kind is ChangeKind.SESSION_UPDATED
+            and change.info is not None
+            and self._matches_but_labels(change.session_id, change.info)
+            and not self._labels_match(change.info)
+        )
+
+    def _matches_but_labels(self, session_id: str, info: SessionInfo | None) -> bool:
         if self.session_ids and session_id not in self.session_ids:
             return False
         if self.tenant is not None and tenancy.tenant_of(session_id) != self.tenant:
             return False
         if info is None:
-            return not (self.parent_id or self.labels)
-        if self.parent_id and info.parent_id != self.parent_id:
-            return False
+            return not self.parent_id
+        return not self.parent_id or info.parent_id == self.parent_id
+
+    def _labels_match(self, info: SessionInfo) -> bool:
         return all(info.labels.get(key) == value for key, value in self.labels.items())
 
 

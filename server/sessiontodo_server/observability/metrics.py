@@ -291,6 +291,9 @@ class InstrumentedStore:
     def held_bytes(self) -> tuple[int, int]:
         return self._store.held_bytes()
 
+    def feed_position(self) -> int:
+        return self._store.feed_position()
+
     async def write(
         self,
         session_id: str,

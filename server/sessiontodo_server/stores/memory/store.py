@@ -320,6 +320,9 @@ class MemoryStore:
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
 
+    def feed_position(self) -> int:
+        return self._durable_cursor
+
     def held_bytes(self) -> tuple[int, int]:
         return self._lists.bytes, self._retained.bytes
 

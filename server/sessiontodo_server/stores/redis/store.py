@@ -267,6 +267,9 @@ class RedisStore:
         async with self._reachable():
             return int(await self._redis.zcard(self._sessions)) - 1  # the global list is not counted
 
+    def feed_position(self) -> int:
+        return self._follower.delivered
+
     def held_bytes(self) -> tuple[int, int]:
         return 0, 0  # lists, histories and the feed live in Redis, not in this process
 
