@@ -47,6 +47,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10_000
+MAX_RESPONSE_BYTES = 3 << 20
+"""Most bytes of sessions one ListSessions page or BatchGetTodos response carries, as the
+transport encodes them: gRPC clients refuse messages over 4 MiB by default. One session always
+fits (lists are at most 3 MiB of text), so each response carries at least one."""
+
+Sizer = Callable[[SessionState], int]
+"""How many bytes a session takes in a response (the transport's encoding)."""
 
 
 class TodoBook:
@@ -167,14 +174,19 @@ class TodoBook:
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         tenant: str | None = None,
+        size: Sizer | None = None,
     ) -> tuple[list[SessionState], str]:
+        """A page of at most ``page_size`` sessions and ``MAX_RESPONSE_BYTES`` (by ``size``), and
+        the token of the next page ("" on the last)."""
         only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
         if violations := violations + self.filter_violations(only, ""):
             raise InvalidArgument(violations)
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
-        return sessions, (_page_token(sessions[-1].session_id, only) if len(sessions) == limit else "")
+        page = _within_bytes(sessions, size)
+        more = len(page) < len(sessions) or len(sessions) == limit
+        return page, (_page_token(page[-1].session_id, only) if more else "")
 
     async def get(self, session_id: str) -> SessionState:
         ops.check_session_id(session_id, self._limits)
@@ -192,22 +204,30 @@ class TodoBook:
             state, _ = await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
         return state
 
-    async def batch_get(self, session_ids: Sequence[str]) -> tuple[list[SessionState], list[str]]:
-        """The sessions that exist, in request order (each once), and the ids that name none."""
+    async def batch_get(
+        self, session_ids: Sequence[str], size: Sizer | None = None
+    ) -> tuple[list[SessionState], list[str], list[str]]:
+        """The sessions that exist, in request order (each once), up to ``MAX_RESPONSE_BYTES`` (by
+        ``size``); the ids that name none; the ids left unread for lack of room (ask again)."""
         if len(session_ids) > self._limits.max_batch_size:
             raise InvalidArgument([("session_ids", f"at most {self._limits.max_batch_size} ids")])
         unique = list(dict.fromkeys(session_ids))
         violations = self._ids_violations(unique, "session_ids")
         if violations:
             raise InvalidArgument(violations)
-        found, missing = [], []
-        for session_id in unique:
+        found: list[SessionState] = []
+        missing: list[str] = []
+        held = 0
+        for n, session_id in enumerate(unique):
             state = await self._load(session_id)
             if state is None:
                 missing.append(session_id)
-            else:
-                found.append(state)
-        return found, missing
+                continue
+            held += size(state) if size is not None else 0
+            if found and held > MAX_RESPONSE_BYTES:
+                return found, missing, unique[n:]
+            found.append(state)
+        return found, missing, []
 
     def filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
         """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
@@ -350,6 +370,18 @@ class TodoBook:
 
     def shut_down(self) -> None:
         self._hub.shut_down()
+
+
+def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[SessionState]:
+    """The first of ``sessions`` that fit in ``MAX_RESPONSE_BYTES`` together (at least one)."""
+    if size is None:
+        return sessions
+    held = 0
+    for n, state in enumerate(sessions):
+        held += size(state)
+        if n and held > MAX_RESPONSE_BYTES:
+            return sessions[:n]
+    return sessions
 
 
 def _filter_digest(only: SessionFilter) -> str:
