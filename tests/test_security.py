@@ -7,7 +7,9 @@ test with the ``cryptography`` package; the servers are the ones production star
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -37,7 +39,7 @@ from sessiontodo_client.security import is_loopback
 from sessiontodo_server.api.auth import AuthInterceptor, Role, required_role
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.app import RunningServer, StartupError
-from support import ROOT, free_port
+from support import ROOT, free_port, make_settings
 
 NO_RETRY: dict[str, Any] = {"retry": RetryPolicy(attempts=1), "timeout": 10.0}
 
@@ -469,3 +471,42 @@ async def test_anonymous_health_watches_are_limited_while_a_token_holder_still_w
             call.cancel()
     assert exhausted.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert first.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_server_certificate_that_has_expired_is_named_in_a_warning_at_start(
+    start: Callable[..., Any], ca: CertificateAuthority, caplog: pytest.LogCaptureFixture
+) -> None:
+    expired = ca.issue("127.0.0.1", server=True, valid_for=datetime.timedelta(days=-1))
+
+    await start(tls_cert=expired.cert, tls_key=expired.key)
+
+    assert f"the TLS certificate {expired.cert} expired" in caplog.text
+
+
+async def test_a_valid_server_certificate_starts_without_a_validity_warning(
+    start: Callable[..., Any], server_cert: Issued, caplog: pytest.LogCaptureFixture
+) -> None:
+    await start(tls_cert=server_cert.cert, tls_key=server_cert.key)
+
+    assert "the TLS certificate" not in caplog.text
+
+
+def test_metrics_on_a_public_address_are_refused_unless_insecure_is_given() -> None:
+    public = make_settings(metrics_port=9100, metrics_host="0.0.0.0")
+    trusted = make_settings(metrics_port=9100, metrics_host="0.0.0.0", insecure=True)
+    local = make_settings(metrics_port=9100)
+
+    assert "refusing to serve metrics on '0.0.0.0'" in (public.refusal() or "")
+    assert trusted.refusal() is None
+    assert local.refusal() is None
+
+
+async def test_an_ipv6_loopback_address_with_a_fixed_port_serves(start: Callable[..., Any]) -> None:
+    with socket.create_server(("::1", 0), family=socket.AF_INET6) as probe:
+        port = probe.getsockname()[1]
+    server: RunningServer = await start(host="[::1]", port=port)
+
+    async with TodoClient.connect(f"[::1]:{port}") as client:
+        created, _ = await client.create_session("over_ipv6")
+
+    assert (server.port, created.session_id) == (port, "over_ipv6")

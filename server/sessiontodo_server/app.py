@@ -119,11 +119,12 @@ class ListenError(Exception):
 
 def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.ServerCredentials | None) -> int:
     """Bind the port, failing with one clear sentence (gRPC's own error says only to turn on its debug logs)."""
-    address = f"{settings.host}:{settings.port}"
+    host = settings.host.strip("[]")
+    address = f"[{host}]:{settings.port}" if ":" in host else f"{host}:{settings.port}"
     if settings.port and not settings.reuse_port:
         # Probe first, as gRPC binds (SO_REUSEADDR): a taken port fails here without gRPC's log noise.
         try:
-            with socket.create_server((settings.host, settings.port)):
+            with socket.create_server((host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
                 pass
         except OSError as error:
             raise ListenError(

@@ -108,8 +108,7 @@ class TodoBook:
         if parent_id:
             violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
         violations += ops.label_violations(labels, self._limits)
-        if idle_ttl is not None and idle_ttl < 1:
-            violations.append(("idle_ttl", "must be at least one second"))
+        violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=False)
         if violations:
             raise InvalidArgument(violations)
         ops.check_origin(origin)
@@ -140,8 +139,7 @@ class TodoBook:
     ) -> tuple[SessionState, bool]:
         violations = ops.label_violations(set_labels, self._limits)
         violations += ops.check_key_changes(set_labels, remove_label_keys, "remove_label_keys")
-        if idle_ttl is not None and (idle_ttl < 0 or 0 < idle_ttl < 1):
-            violations.append(("idle_ttl", "must be zero (never expire) or at least one second"))
+        violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=True)
         if violations:
             raise InvalidArgument(violations)
         mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
@@ -196,12 +194,11 @@ class TodoBook:
         return state
 
     async def _load(self, session_id: str) -> SessionState | None:
-        """The session, or None; a tenant's global list is made on first use, as the default one
-        always exists."""
+        """The session, or None. A tenant's global list always exists, as the default one does:
+        until its first write makes it, it reads as empty at revision 0 (a read never writes)."""
         state = await self._store.get(session_id)
-        if state is None and tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
-            now = self._clock()
-            state, _ = await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
+        if state is None and _is_tenants_global_list(session_id):
+            return SessionState(session_id, 0, (), SessionInfo())
         return state
 
     async def batch_get(
@@ -321,8 +318,9 @@ class TodoBook:
         """One atomic write in the store; its change goes to this process's watchers."""
         ops.check_session_id(session_id, self._limits)
         ops.check_origin(origin)
-        if tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
-            await self._load(session_id)  # a tenant's global list exists from its first use
+        if _is_tenants_global_list(session_id) and await self._store.get(session_id) is None:
+            now = self._clock()  # a tenant's global list is made by its first write
+            await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
         try:
             written = await self._store.write(
                 session_id,
@@ -382,6 +380,10 @@ def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[Sess
         if n and held > MAX_RESPONSE_BYTES:
             return sessions[:n]
     return sessions
+
+
+def _is_tenants_global_list(session_id: str) -> bool:
+    return bool(tenancy.tenant_of(session_id)) and ops.is_global_list(session_id)
 
 
 def _filter_digest(only: SessionFilter) -> str:

@@ -237,6 +237,26 @@ LABEL_KEY_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,128}")
 METADATA_KEY_MAX_LENGTH = 128
 MAX_ORIGIN_LENGTH = 128
 
+MAX_IDLE_TTL = 315_576_000_000.0
+"""The longest idle TTL: protobuf Duration's range (10,000 years), so a session always reads back."""
+
+
+def idle_ttl_violations(idle_ttl: float | None, *, zero_allowed: bool) -> list[tuple[str, str]]:
+    """What is wrong with an idle TTL: below a second (zero: never expire, where allowed) or past
+    protobuf Duration's range."""
+    if idle_ttl is None or (zero_allowed and idle_ttl == 0):
+        return []
+    if idle_ttl < 1:
+        return [
+            (
+                "idle_ttl",
+                "must be zero (never expire) or at least one second" if zero_allowed else "must be at least one second",
+            )
+        ]
+    if idle_ttl > MAX_IDLE_TTL:
+        return [("idle_ttl", f"must be at most {int(MAX_IDLE_TTL)} seconds (protobuf Duration's range)")]
+    return []
+
 
 def label_violations(labels: Mapping[str, str], limits: Limits, field: str = "labels") -> list[tuple[str, str]]:
     violations = []
