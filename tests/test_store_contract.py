@@ -312,6 +312,17 @@ async def test_update_session_sets_and_removes_labels_and_the_idle_ttl(store: To
     assert too_many.value.violations == [("labels", "at most 2 labels")]
 
 
+async def test_update_session_with_a_stale_expected_revision_is_refused_and_changes_nothing(store: TodoStore) -> None:
+    await _create(store, "s", labels={"title": "first"})
+    await _commit(store, "s", "x")
+
+    with pytest.raises(RevisionMismatch):
+        await _write(store, "s", UpdateSession({"title": "stale"}), expected_revision=0)
+    state = await store.get("s")
+
+    assert state is not None and dict(state.info.labels) == {"title": "first"}
+
+
 async def test_changes_after_bridges_only_retained_history(store: TodoStore) -> None:
     await _create(store, "s")
     changes = [await _commit(store, "s", str(n)) for n in range(6)]
