@@ -1,13 +1,22 @@
 """The watch contract and durability under faults, checked by the etcd-style validators:
-the sqlite server killed with SIGKILL, stopped with SIGTERM, and restarted under load."""
+the sqlite server killed with SIGKILL, stopped with SIGTERM, and restarted under load; and
+attacks: an HTTP/2 rapid reset flood."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import statistics
+import sys
+import time
 from pathlib import Path
 
+import pytest
+
 from fault_run import run_through_faults
-from sessiontodo_client import ChangeKind, Todo, WatchEvent
-from support import ServerProcess
+from sessiontodo_client import ChangeKind, Todo, TodoClient, WatchEvent
+from sessiontodo_server.app import MAX_REQUESTS_PER_READ, _server_options
+from support import ROOT, ServerProcess, make_settings
 from watch_validators import SessionLog, validate
 
 
@@ -59,3 +68,50 @@ def test_the_validators_catch_every_broken_guarantee() -> None:
     problems = validate(log, final_revision=4)
     culprits = {problem.split(":")[0].removeprefix("s/") for problem in problems}
     assert culprits == {"gap", "twice", "foreign", "torn", "behind"}, problems
+
+
+async def _median_ms(client: TodoClient, calls: int) -> float:
+    """Median latency of ``calls`` reads one after the other (reported, never asserted)."""
+    took = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await client.get_todos("s")
+        took.append(time.perf_counter() - started)
+    return statistics.median(took) * 1000
+
+
+async def test_a_rapid_reset_flood_on_one_connection_leaves_other_clients_served(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """HEADERS then RST_STREAM in a loop (bounded: 8 s, 200,000 resets) from another process;
+    a client on its own connection is answered throughout. Medians go to the output."""
+    with ServerProcess("--store", "memory://") as server:
+        async with TodoClient.connect(server.address) as client:
+            await client.create_session("s")
+            await client.replace_todos("s", [Todo(content="x")])
+            before = await _median_ms(client, 200)
+            attack = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(ROOT / "tests" / "rapid_reset.py"),
+                str(server.port),
+                "8",
+                "200000",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            during = await _median_ms(client, 200)
+            seen = json.loads((await attack.communicate())[0])
+            after = await _median_ms(client, 200)
+            served = await client.get_todos("s")
+    with capsys.disabled():
+        medians = f"{before:.2f} ms before, {during:.2f} during, {after:.2f} after"
+        print(f"\nrapid reset: {seen}; the other client's median read: {medians}")
+    assert seen["resets"] > 0
+    assert [t.content for t in served.todos] == ["x"]
+
+
+def test_the_server_turns_on_grpc_cores_rapid_reset_protections() -> None:
+    options = dict(_server_options(make_settings(), 100))
+
+    assert options["grpc.http2.max_requests_per_read"] == MAX_REQUESTS_PER_READ < 32
+    assert options["grpc.http.overload_protection"] == 1
+    assert options["grpc.http2.ping_on_rst_stream_percent"] == 100

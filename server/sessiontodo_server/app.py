@@ -97,6 +97,16 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         ("grpc.http2.min_ping_interval_without_data_ms", _ms(settings.min_client_ping_interval)),
         ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 1),
+        # HTTP/2 rapid reset (HEADERS then RST_STREAM in a loop, CVE-2023-44487): gRPC core's own
+        # protections, set here on purpose. Fewer new streams are taken per read of a connection;
+        # streams over the concurrency limit, counting reset ones not yet freed, are refused; and
+        # resets are answered with a PING the client must acknowledge: a client that resets
+        # without reading stalls its own connection (gRPC stops reading it), and one that never
+        # acknowledges is dropped when the ping times out.
+        ("grpc.http2.max_requests_per_read", MAX_REQUESTS_PER_READ),
+        ("grpc.http.overload_protection", 1),
+        ("grpc.http2.ping_on_rst_stream_percent", 100),
+        ("grpc.http2.ping_timeout_ms", _ms(settings.keepalive_timeout)),
     ]
     if settings.max_connection_age:
         options += [
@@ -105,6 +115,9 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         ]
     return options
 
+
+MAX_REQUESTS_PER_READ = 16
+"""New streams gRPC core accepts from one connection per read (its default is 32)."""
 
 _FOREVER = 2**31 - 1  # INT_MAX: what gRPC core takes as "never"
 
