@@ -51,7 +51,7 @@ def attack(port: int, seconds: float, max_resets: int) -> dict[str, object]:
                         if isinstance(event, h2.events.PingReceived):
                             pings += 1  # h2 acknowledges it with the next send
                         elif isinstance(event, h2.events.ConnectionTerminated):
-                            goaway, closed = int(event.error_code), True
+                            goaway, closed = str(event.error_code), True
                 else:
                     closed = True  # the server closed the connection
             except BlockingIOError:
