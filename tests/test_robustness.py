@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fault_run import run_through_faults
+from fault_run import race_writes_against_expiry, run_through_faults
 from sessiontodo_client import ChangeKind, Todo, TodoClient, WatchEvent
 from sessiontodo_server.app import MAX_REQUESTS_PER_READ, _server_options
 from support import ROOT, ServerProcess, make_settings
@@ -115,3 +115,15 @@ def test_the_server_turns_on_grpc_cores_rapid_reset_protections() -> None:
     assert options["grpc.http2.max_requests_per_read"] == MAX_REQUESTS_PER_READ < 32
     assert options["grpc.http.overload_protection"] == 1
     assert options["grpc.http2.ping_on_rst_stream_percent"] == 100
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite-process", "sqlite-fsync"])
+async def test_a_fast_expiry_sweep_never_erases_an_acknowledged_write(store: str, tmp_path: Path) -> None:
+    flags = {
+        "memory": ("--store", "memory://"),
+        "sqlite-process": ("--store", f"sqlite:///{tmp_path / 'todos.db'}"),
+        "sqlite-fsync": ("--store", f"sqlite:///{tmp_path / 'todos.db'}", "--durability", "fsync"),
+    }[store]
+    with ServerProcess(*flags, "--expiry-interval", "0.005") as server:
+        erased = await race_writes_against_expiry(server.address)
+    assert not erased, "\n".join(erased)

@@ -10,7 +10,7 @@ from pathlib import Path
 from redis_support import RedisServer
 
 from certificates import auth_toml
-from fault_run import run_through_faults
+from fault_run import race_writes_against_expiry, run_through_faults
 from sessiontodo_client import ChannelSecurity, TodoClient
 from support import ServerProcess, wait_until_serving
 
@@ -59,3 +59,11 @@ async def test_the_per_tenant_session_limit_holds_across_two_replicas_under_burs
             held.append(len(await first.list_sessions()))
             await second.remove_all_sessions()
     assert held == [limit] * rounds
+
+
+async def test_a_fast_expiry_sweep_never_erases_an_acknowledged_write_on_redis(
+    start_replicas: Callable[..., list[ServerProcess]],
+) -> None:
+    (server,) = start_replicas(1, "--expiry-interval", "0.005")
+    erased = await race_writes_against_expiry(server.address)
+    assert not erased, "\n".join(erased)
