@@ -156,6 +156,23 @@ async def test_the_session_limit_does_not_count_the_global_list(store: TodoStore
         await _create(store, "three", max_sessions=2)
 
 
+async def test_the_tenant_session_limit_counts_only_that_tenants_sessions_and_not_its_global_list(
+    store: TodoStore,
+) -> None:
+    async def create(session_id: str) -> None:
+        await store.create_session(session_id, SessionInfo(), 100, "", max_per_tenant=2)
+
+    await create(f"acme/{GLOBAL_SESSION_ID}")
+    await create("acme/one")
+    await create("globex/one")
+    await create("acme/two")
+    with pytest.raises(LimitExceeded):
+        await create("acme/three")
+    await store.remove_session("acme/one", RemovalReason.REMOVED)
+    await create("acme/three")
+    await create("globex/two")
+
+
 async def test_session_count_follows_creations_and_removals_and_excludes_the_global_list(store: TodoStore) -> None:
     assert await store.session_count() == 0
     await _create(store, "parent")
@@ -324,6 +341,18 @@ async def test_update_session_sets_and_removes_labels_and_the_idle_ttl(store: To
     assert too_many.value.violations == [("labels", "at most 2 labels")]
 
 
+async def test_update_session_with_a_stale_expected_revision_is_refused_and_changes_nothing(store: TodoStore) -> None:
+    await _create(store, "s", labels={"title": "first"})
+    await _commit(store, "s", "x")
+
+    with pytest.raises(RevisionMismatch):
+        await _write(store, "s", UpdateSession({"title": "stale"}), expected_revision=0)
+    state = await store.get("s")
+
+    assert state is not None
+    assert dict(state.info.labels) == {"title": "first"}
+
+
 async def test_changes_after_bridges_only_retained_history(store: TodoStore) -> None:
     await _create(store, "s")
     changes = [await _commit(store, "s", str(n)) for n in range(6)]
@@ -452,6 +481,17 @@ async def test_a_snapshot_is_every_session_at_one_cursor(store: TodoStore) -> No
     cursor, states = await store.snapshot()
     assert cursor == last.cursor
     assert [(s.session_id, s.todos) for s in states] == [("a", _todos("x")), (GLOBAL_SESSION_ID, ())]
+
+
+async def test_a_tenants_snapshot_is_its_sessions_and_its_global_list_only(store: TodoStore) -> None:
+    for session_id in ("acme/a", f"acme/{GLOBAL_SESSION_ID}", "b", "globex/a", "acmeco/a"):
+        await _create(store, session_id)
+    last = await _commit(store, "acme/a", "x")
+
+    cursor, states = await store.snapshot("acme")
+
+    assert cursor == last.cursor
+    assert sorted(s.session_id for s in states) == ["acme/a", f"acme/{GLOBAL_SESSION_ID}"]
 
 
 async def test_sessions_past_their_idle_ttl_are_due(store: TodoStore) -> None:
@@ -626,3 +666,19 @@ async def test_a_batch_request_id_reused_for_another_batch_is_refused(store: Tod
 
     with pytest.raises(BatchRequestIdReused):
         await _batch(store, Create("c", SessionInfo()), request_id="\nr1", fingerprint="g")
+
+
+async def test_a_batch_creating_past_a_tenants_session_limit_is_refused(store: TodoStore) -> None:
+    limits = Limits(max_sessions_per_tenant=2)
+    await _batch(store, Create("acme/one", SessionInfo()), limits=limits)
+
+    with pytest.raises(LimitExceeded) as raised:
+        await _batch(
+            store,
+            Create("globex/one", SessionInfo()),
+            *(Create(f"acme/{n}", SessionInfo()) for n in range(2)),
+            limits=limits,
+        )
+
+    assert raised.value.write_index == 2
+    assert await store.get("globex/one") is None

@@ -13,7 +13,7 @@ from sessiontodo_server.domain.budget import info_bytes, state_bytes
 from sessiontodo_server.domain.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import ChangeKind, Limits, SessionInfo, Todo, touched
+from sessiontodo_server.domain.todos import ChangeKind, Limits, SessionInfo, Todo, is_global_list, touched
 from sessiontodo_server.stores.memory.accounting import ListsAccount
 from sessiontodo_server.stores.memory.records import SessionRecord, accepted
 
@@ -73,6 +73,7 @@ class BatchPlan:
         removed_marks: Mapping[str, int],
         removed_floor: int,
         session_count: int,
+        tenant_sessions: Mapping[str, int],
         lists: ListsAccount,
         *,
         now: float,
@@ -83,6 +84,7 @@ class BatchPlan:
         self._marks = dict(removed_marks)
         self._floor = removed_floor
         self._count = session_count
+        self._tenant_sessions = dict(tenant_sessions)
         self._lists = lists
         self._now = now
         self._limits = limits
@@ -166,8 +168,13 @@ class BatchPlan:
             raise SessionNotFound(info.parent_id)
         if self._count >= self._limits.max_sessions:
             raise LimitExceeded("sessions", self._limits.max_sessions)
+        tenant, per_tenant = tenant_of(session_id), self._limits.max_sessions_per_tenant
+        counted = not is_global_list(session_id)
+        if per_tenant and counted and self._tenant_sessions.get(tenant, 0) >= per_tenant:
+            raise LimitExceeded("sessions per tenant", per_tenant)
+        self._tenant_sessions[tenant] = self._tenant_sessions.get(tenant, 0) + counted
         revision = self._marks.pop(session_id, self._floor)
-        record = SessionRecord(revision, info, tenant=tenant_of(session_id))
+        record = SessionRecord(revision, info, tenant=tenant)
         staged = self._staged[session_id] = Staged(record, revision, (), info, 0, created=True)
         self._resize(staged, info_bytes(info))
         if parent is not None:
@@ -188,6 +195,7 @@ class BatchPlan:
             session.removed = True
             self._marks[session_id] = session.revision + 2  # above its SESSION_REMOVED's revision
             self._count -= 1
+            self._tenant_sessions[session.record.tenant] -= not is_global_list(session_id)
         parent = self._staged.get(staged.info.parent_id)
         if parent is not None:
             parent.children.discard(operation.session_id)

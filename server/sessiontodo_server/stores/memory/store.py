@@ -15,7 +15,7 @@ import asyncio
 import bisect
 import os
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from sessiontodo_server.domain import mutations
@@ -92,6 +92,8 @@ class MemoryStore:
         """The feed position of the newest durable change: what snapshots and the feed show."""
         self._being_created: dict[str, asyncio.Future[None]] = {}
         self._being_removed: dict[str, asyncio.Future[None]] = {}
+        self._tenant_sessions: Counter[str] = Counter()
+        """Sessions per tenant, global lists left out, creations under way counted (the tenant quota)."""
         self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
     async def open(self) -> None:
@@ -116,6 +118,7 @@ class MemoryStore:
             for key, fingerprint, outcomes, at in loaded.batches:
                 self._batches.remember(key, fingerprint, outcomes, at, batch_bytes(outcomes))
             self._sorted_ids = sorted(self._sessions)
+            self._tenant_sessions.update(s.tenant for sid, s in self._sessions.items() if not is_global_list(sid))
         if GLOBAL_SESSION_ID not in self._sessions:
             await self._insert(GLOBAL_SESSION_ID, SessionInfo(), None)
 
@@ -138,9 +141,11 @@ class MemoryStore:
     def _accept_insert(
         self, session_id: str, session: SessionRecord, info: SessionInfo, revision: int, origin: str | None
     ) -> tuple[Change | None, asyncio.Future[None] | None]:
-        """Accept a new session at ``revision`` (its size already within the budget): added at
-        once without a journal, else once durable (the future)."""
+        """Accept a new session at ``revision`` (its size already within the budget, and the
+        session limits checked): added at once without a journal, else once durable (the future)."""
         self._lists.resize_list(session, info_bytes(info))  # counted once accepted: creations under way count too
+        counted = not is_global_list(session_id)
+        self._tenant_sessions[session.tenant] += counted
         session.revision = revision
         self._cursor += 1
         created = None
@@ -160,6 +165,7 @@ class MemoryStore:
             else:
                 self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
                 self._lists.release(session)
+                self._tenant_sessions[session.tenant] -= counted
                 if revision != self._removed_floor:
                     self._removed_marks[session_id] = revision
 
@@ -196,7 +202,7 @@ class MemoryStore:
         parent.children.add(child_id)
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         await self._settled(session_id)
         if (existing := self._sessions.get(session_id)) is not None:
@@ -207,6 +213,9 @@ class MemoryStore:
             raise SessionNotFound(info.parent_id)
         if len(self._sessions) + len(self._being_created) - 1 >= max_sessions:
             raise LimitExceeded("sessions", max_sessions)
+        if max_per_tenant and not is_global_list(session_id):
+            if self._tenant_sessions[tenant_of(session_id)] >= max_per_tenant:
+                raise LimitExceeded("sessions per tenant", max_per_tenant)
         session, created = await self._insert(session_id, info, origin)
         return durable_state(session_id, session), created
 
@@ -291,6 +300,7 @@ class MemoryStore:
         removed = {sid: self._sessions.pop(sid) for sid in gone}
         for sid, session in removed.items():
             self._lists.release(session)
+            self._tenant_sessions[session.tenant] -= 1  # global lists are never removed
             if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
         if len(gone) > 16:  # one pass, rather than a shift of the whole index per removed id
@@ -340,6 +350,9 @@ class MemoryStore:
 
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
+
+    def feed_position(self) -> int:
+        return self._durable_cursor
 
     def held_bytes(self) -> tuple[int, int]:
         return self._lists.bytes, self._retained.bytes
@@ -485,6 +498,7 @@ class MemoryStore:
             self._removed_marks,
             self._removed_floor,
             len(self._sessions) + len(self._being_created) - 1,
+            self._tenant_sessions,
             self._lists,
             now=now,
             limits=limits,
@@ -557,8 +571,10 @@ class MemoryStore:
     async def feed_after(self, cursor: int) -> list[Change] | None:
         return self._retained.feed_after(cursor, self._durable_cursor)
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
-        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        only = EVERY_SESSION if tenant is None else SessionFilter(tenant=tenant)
+        ids = [sid for sid in self._ids_after("", only) if only.matches(sid, None)]
+        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in ids]
 
     async def expired(self, now: float) -> list[str]:
         return self._expiries.due(now, self._sessions)

@@ -201,7 +201,7 @@ class RedisStore:
     # Sessions
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         args = self._args(
             session_id,
@@ -212,6 +212,7 @@ class RedisStore:
             repr(float(info.idle_ttl)),
             max_sessions,
             origin,
+            max_per_tenant,
         )
         async with self._reachable():
             reply = await self._scripts.create([self._counters], args)
@@ -222,6 +223,8 @@ class RedisStore:
             raise LimitExceeded("sessions", max_sessions)
         if outcome == -3:
             raise ParentMismatch(session_id, as_text(reply[1]))
+        if outcome == -4:
+            raise LimitExceeded("sessions per tenant", max_per_tenant)
         if outcome == 0:
             return decode_state(session_id, reply[1]), None
         created, _ = decode_entry(reply[1])
@@ -280,6 +283,9 @@ class RedisStore:
         async with self._reachable():
             return int(await self._redis.zcard(self._sessions)) - 1  # the global list is not counted
 
+    def feed_position(self) -> int:
+        return self._follower.delivered
+
     def held_bytes(self) -> tuple[int, int]:
         return 0, 0  # lists, histories and the feed live in Redis, not in this process
 
@@ -293,7 +299,12 @@ class RedisStore:
             pairs = await self._redis.zrangebylex(self._children, low, f"({only.parent_id}!", 0, count)
             return [as_text(pair)[len(prefix) :] for pair in pairs]
         low = f"({after_id}" if after_id else "-"
-        return [as_text(sid) for sid in await self._redis.zrangebylex(self._sessions, low, "+", 0, count)]
+        index = self._sessions if only.tenant is None else self._tenant_index(only.tenant)
+        return [as_text(sid) for sid in await self._redis.zrangebylex(index, low, "+", 0, count)]
+
+    def _tenant_index(self, tenant: str) -> str:
+        """The sorted set of one tenant's session ids (``tenant_index`` in ``lua/lib.lua``)."""
+        return f"{self._base}tenant:{tenant}"
 
     async def _read(self, session_ids: list[str]) -> list[SessionState | None]:
         replies = await self._scripts.read([self._counters], self._args(*session_ids))
@@ -368,7 +379,7 @@ class RedisStore:
                     encode_json([fingerprint, encode_outcomes(outcomes)]),
                     origin,
                     encode_json(read),
-                    count,
+                    encode_json(count),
                     encode_json(_steps(plan.steps)),
                 )
                 reply = await self._scripts.batch([self._counters], arguments)
@@ -387,9 +398,10 @@ class RedisStore:
 
     async def _plan(
         self, operations: Sequence[Operation], now: float, limits: Limits
-    ) -> tuple[BatchPlan, list[list[Any]], int]:
+    ) -> tuple[BatchPlan, list[list[Any]], list[Any]]:
         """The batch planned on the sessions it names as they are now; what it read (for the
-        script to check), and the session count (-1 when it creates none)."""
+        script to check), and the session counts it planned on: in all (-1 when it creates none)
+        and of each tenant it creates sessions of."""
         named = {op.session_id for op in operations}
         named |= {op.info.parent_id for op in operations if isinstance(op, Create) and op.info.parent_id}
         children: dict[str, list[str]] = {}
@@ -406,6 +418,8 @@ class RedisStore:
         floor = int(await self._redis.hget(self._counters, "floor") or 0)
         creates = any(isinstance(op, Create) for op in operations)
         count = await self.session_count() if creates else -1
+        tenants = sorted({tenant_of(op.session_id) for op in operations if isinstance(op, Create)})
+        tenant_sessions = {tenant: int(await self._redis.zcard(self._tenant_index(tenant))) for tenant in tenants}
         records = {
             session_id: SessionRecord(
                 state.revision, state.info, state.todos, set(children.get(session_id, ())), tenant=tenant_of(session_id)
@@ -419,6 +433,7 @@ class RedisStore:
             {session_id: int(mark) for session_id, mark in marks.items() if mark is not None},
             floor,
             max(count, 0),
+            tenant_sessions,
             ListsAccount(_NO_BUDGET),
             now=now,
             limits=limits,
@@ -438,7 +453,7 @@ class RedisStore:
             ]
             for session_id, state in states.items()
         ]
-        return plan, read, count
+        return plan, read, [count, tenant_sessions]
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         async with self._reachable():
@@ -502,9 +517,10 @@ class RedisStore:
             state.session_id, ChangeKind.RESET, state.revision, state.todos, info=state.info, cursor=change.cursor
         )
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        one = ("1", tenant) if tenant is not None else ("0",)
         async with self._reachable():
-            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args())
+            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args(*one))
         return int(cursor), [decode_state(as_text(sid), state) for sid, state in sessions]
 
     async def expired(self, now: float) -> list[str]:

@@ -3,7 +3,8 @@
 -- ARGV[3] the batch's request id ('' : none; 'tenant\nid'), [4] what to remember under it
 -- (JSON [fingerprint, outcomes]), [5] the origin, [6] what the plan read, JSON
 -- [[id, revision (-1: absent), children (-1: not counted), start revision of a created id (-1)], ...],
--- [7] the session count read (-1 : the batch creates none), [8] the steps in order, JSON:
+-- [7] the session counts read, JSON [in all (-1 : the batch creates none), {tenant: its sessions}],
+-- [8] the steps in order, JSON:
 --   ["write", id, kind, revision, todo id, labels (JSON), updated, idle TTL, bytes, [encoded todos]]
 --   ["create", id, parent, labels (JSON), created, updated, idle TTL, revision]
 --   ["remove", id]
@@ -29,8 +30,11 @@ for _, read in ipairs(cjson.decode(ARGV[6])) do
     if tonumber(mark) ~= start then return {'conflict'} end
   end
 end
-local count = tonumber(ARGV[7])
-if count >= 0 and redis.call('ZCARD', key('sessions')) - 1 ~= count then return {'conflict'} end
+local counts = cjson.decode(ARGV[7])
+if counts[1] >= 0 and redis.call('ZCARD', key('sessions')) - 1 ~= counts[1] then return {'conflict'} end
+for tenant, count in pairs(counts[2]) do
+  if redis.call('ZCARD', tenant_index(tenant)) ~= count then return {'conflict'} end
+end
 
 local behind = missed(current_cursor() + 1)
 local entries = {}
@@ -64,6 +68,7 @@ for _, step in ipairs(cjson.decode(ARGV[8])) do
     redis.call('ZREM', key('marks'), id)
     save(id, st)
     redis.call('ZADD', key('sessions'), 0, id)
+    if not is_global(id) then redis.call('ZADD', tenant_index(tenant_of(id)), 0, id) end
     if st.parent ~= '' then redis.call('ZADD', key('children'), 0, st.parent .. ' ' .. id) end
     entries[#entries + 1] = publish(head(id, 'session_created', st.rev, '', origin, '', st), '[]')
   else  -- remove: one session; its descendants are steps of their own
@@ -73,6 +78,7 @@ for _, step in ipairs(cjson.decode(ARGV[8])) do
     redis.call('DEL', key('s', id), key('t', id), key('i', id), key('h', id), key('q', id), key('qr', id),
       key('qt', id))
     redis.call('ZREM', key('sessions'), id)
+    redis.call('ZREM', tenant_index(tenant_of(id)), id)
     redis.call('ZREM', key('deadlines'), id)
     if st.parent ~= '' then redis.call('ZREM', key('children'), st.parent .. ' ' .. id) end
     redis.call('ZADD', key('marks'), removed_at + 1, id)
