@@ -16,9 +16,14 @@ from sessiontodo_client.client import (
 )
 from sessiontodo_client.models import (
     AddedTodo,
+    AddTodoWrite,
     ChangeKind,
+    CreateSessionWrite,
     FeedEvent,
     RemovalReason,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
     Session,
     SessionTodos,
     Todo,
@@ -26,7 +31,11 @@ from sessiontodo_client.models import (
     TodoPriority,
     TodoStatus,
     UpdatedTodo,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
@@ -36,15 +45,20 @@ __version__ = importlib.metadata.version("sessiontodo")
 
 __all__ = [
     "Aborted",
+    "AddTodoWrite",
     "AddedTodo",
     "ChangeKind",
     "ChannelSecurity",
+    "CreateSessionWrite",
     "FailedPrecondition",
     "FeedEvent",
     "InvalidArgument",
     "NotFound",
     "PermissionDenied",
     "RemovalReason",
+    "RemoveSessionWrite",
+    "RemoveTodoWrite",
+    "ReplaceTodosWrite",
     "ResourceExhausted",
     "RetryPolicy",
     "ServiceConnection",
@@ -58,7 +72,11 @@ __all__ = [
     "TodoStatus",
     "Unauthenticated",
     "Unavailable",
+    "UpdateSessionWrite",
+    "UpdateTodoWrite",
     "UpdatedTodo",
     "WatchEvent",
+    "Write",
+    "WriteResult",
     "is_transient",
 ]

@@ -30,9 +30,14 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client.models import (
     AddedTodo,
+    AddTodoWrite,
     ChangeKind,
+    CreateSessionWrite,
     FeedEvent,
     RemovalReason,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
     Session,
     SessionTodos,
     Todo,
@@ -40,7 +45,11 @@ from sessiontodo_client.models import (
     TodoPriority,
     TodoStatus,
     UpdatedTodo,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
 from sessiontodo_client.security import ChannelSecurity
@@ -200,6 +209,67 @@ def _duration_to_pb(seconds: float | None) -> Any:
     duration = duration_pb2.Duration()
     duration.FromNanoseconds(round(seconds * 1e9))
     return duration
+
+
+def write_to_pb(write: Write) -> pb.Write:
+    """One write of a batch as its rpc's request."""
+    match write:
+        case ReplaceTodosWrite():
+            todos = [todo_to_pb(todo) for todo in write.todos]
+            return pb.Write(
+                replace_todos=pb.ReplaceTodosRequest(
+                    session_id=write.session_id, todos=todos, expected_revision=write.expected_revision
+                )
+            )
+        case AddTodoWrite():
+            return pb.Write(
+                add_todo=pb.AddTodoRequest(
+                    session_id=write.session_id,
+                    todo=todo_to_pb(write.todo),
+                    index=write.index,
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case UpdateTodoWrite():
+            return pb.Write(
+                update_todo=pb.UpdateTodoRequest(
+                    session_id=write.session_id,
+                    todo_id=write.todo_id,
+                    content=write.content,
+                    status=_STATUS_TO_PB[write.status] if write.status else pb.TODO_STATUS_UNSPECIFIED,
+                    priority=_PRIORITY_TO_PB[write.priority] if write.priority else pb.TODO_PRIORITY_UNSPECIFIED,
+                    metadata=write.metadata,
+                    remove_metadata_keys=write.remove_metadata,
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case RemoveTodoWrite():
+            return pb.Write(
+                remove_todo=pb.RemoveTodoRequest(
+                    session_id=write.session_id, todo_id=write.todo_id, expected_revision=write.expected_revision
+                )
+            )
+        case CreateSessionWrite():
+            return pb.Write(
+                create_session=pb.CreateSessionRequest(
+                    session_id=write.session_id,
+                    parent_id=write.parent_id,
+                    labels=write.labels,
+                    idle_ttl=_duration_to_pb(write.idle_ttl),
+                )
+            )
+        case UpdateSessionWrite():
+            return pb.Write(
+                update_session=pb.UpdateSessionRequest(
+                    session_id=write.session_id,
+                    labels=write.labels,
+                    remove_label_keys=write.remove_labels,
+                    idle_ttl=_duration_to_pb(write.idle_ttl),
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case RemoveSessionWrite():
+            return pb.Write(remove_session=pb.RemoveSessionRequest(session_id=write.session_id))
 
 
 def session_from_pb(session: pb.Session) -> Session:
@@ -470,6 +540,29 @@ class TodoClient:
             retry=False,  # a repeat of a removal that happened would be NOT_FOUND
         )
         return response.revision
+
+    async def batch_write(
+        self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
+    ) -> list[WriteResult]:
+        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
+        call instead of one per write. A failing write fails the batch with its error, naming it
+        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
+        given), so a retry returns the first call's results and never writes twice."""
+        request = pb.BatchWriteRequest(
+            writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
+        )
+        response = await self._call(self._stub.BatchWrite, request)
+        return [
+            WriteResult(
+                revision=result.revision,
+                changed=result.changed,
+                todo=todo_from_pb(result.todo) if result.HasField("todo") else None,
+                index=result.index,
+                todo_ids=list(result.todo_ids),
+                removed_session_ids=list(result.removed_session_ids),
+            )
+            for result in response.results
+        ]
 
     async def watch(
         self, session_id: str, after_revision: int | None = None, *, include_progress: bool = False

@@ -16,6 +16,19 @@ from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_client import (
+    AddTodoWrite,
+    CreateSessionWrite,
+    NotFound,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
+    Todo,
+    TodoClient,
+    TodoStatus,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
+)
 from sessiontodo_server.app import RunningServer
 from tests.support.certificates import auth_toml
 
@@ -249,3 +262,33 @@ async def test_each_tenant_batches_in_its_own_namespace_and_a_reader_may_not(
     assert acme.results[1].revision == globex.results[1].revision == 1
     assert [todo.content for todo in todos.todos] == ["mine"]
     assert raised.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_the_typed_client_batches_every_kind_of_write(client: TodoClient) -> None:
+    results = await client.batch_write(
+        [
+            CreateSessionWrite(session_id="typed", labels={"title": "Typed"}),
+            ReplaceTodosWrite(session_id="typed", todos=[Todo(id="a", content="A")]),
+            AddTodoWrite(session_id="typed", todo=Todo(content="B"), expected_revision=1),
+            UpdateTodoWrite(session_id="typed", todo_id="a", status=TodoStatus.COMPLETED),
+            UpdateSessionWrite(session_id="typed", labels={"done": "yes"}),
+            CreateSessionWrite(session_id="gone"),
+            RemoveTodoWrite(session_id="typed", todo_id="a"),
+            RemoveSessionWrite(session_id="gone"),
+        ],
+        origin="typed-client",
+    )
+
+    assert [result.revision for result in results] == [0, 1, 2, 3, 4, 0, 5, 1]
+    assert results[1].todo_ids == ["a"]
+    assert results[2].todo is not None
+    assert results[2].todo.content == "B"
+    assert results[7].removed_session_ids == ["gone"]
+    assert [todo.content for todo in (await client.get_todos("typed")).todos] == ["B"]
+
+
+async def test_the_typed_client_raises_the_failing_writes_error(client: TodoClient) -> None:
+    with pytest.raises(NotFound) as raised:
+        await client.batch_write([CreateSessionWrite(session_id="x"), RemoveTodoWrite(session_id="x", todo_id="nope")])
+
+    assert raised.value.metadata["writeIndex"] == "1"
