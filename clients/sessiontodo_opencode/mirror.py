@@ -9,7 +9,8 @@ CreateSession / UpdateSession (labels ``title``, ``directory``, ``project``, ``s
 Events missed while disconnected (an OpenCode restart, a network cut) are recovered by a
 resync after every (re)connect, before any later event is applied: the sessions OpenCode
 lists and the ones mirrored before are read again (``GET /session/{id}`` and
-``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing.
+``/session/{id}/todo``); gone ones are removed; the lists that changed are written together,
+in BatchWrites of up to ``BATCH`` lists. So an OpenCode restart loses nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from typing import Any
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from sessiontodo_client import FailedPrecondition, NotFound, RetryPolicy, ServiceError, TodoClient, Unavailable
+from sessiontodo_client import (
+    FailedPrecondition,
+    NotFound,
+    ReplaceTodosWrite,
+    RetryPolicy,
+    ServiceError,
+    TodoClient,
+    Unavailable,
+)
 from sessiontodo_client import Session as ServiceSession
 from sessiontodo_opencode.models import Session, Todo
 from sessiontodo_opencode.translate import DIRECTORY, PROJECT, SLUG, TITLE, todo_to_service, todos_from_service
@@ -41,7 +50,7 @@ SILENCE_TIMEOUT = 30.0
 MAX_TITLE = 1024
 """Characters of a title kept in its label (far below the service's label limit)."""
 BATCH = 500
-"""Sessions read per BatchGetTodos during a resync."""
+"""Sessions read per BatchGetTodos, and lists written per BatchWrite, during a resync."""
 
 _TODOS = TypeAdapter(list[Todo])
 _SESSIONS = TypeAdapter(list[Session])
@@ -177,14 +186,40 @@ class OpenCodeMirror:
             response = await self._http.get("/session", params=_directory(directory))
             response.raise_for_status()
             listed |= {session.id: session for session in _SESSIONS.validate_json(response.content)}
+        lists: dict[str, list[Todo]] = {}
         for unlisted in _missing(mirrored, listed):  # first: removals usually came before newer sessions
             async with self._skipping_refusals(f"session {unlisted.session_id}"):
-                await self._reread(unlisted)
+                await self._reread(unlisted, lists)
         for session in _parents_first(listed.values()):
             async with self._skipping_refusals(f"session {session.id}"):
                 await self._mirror_session(session)
-                await self._reread_todos(session.id, session.directory)
+                await self._reread_todos(session.id, session.directory, lists)
+        await self._write_lists(lists)
         log.info("resynced %d OpenCode sessions from %s", len(listed), self._server)
+
+    async def _write_lists(self, lists: Mapping[str, list[Todo]]) -> None:
+        """The lists that changed, a BatchWrite at a time; a batch sessiontodo refuses (a session
+        removed meanwhile, a list over its limits) is written list by list, skipping the refused."""
+        changed = [
+            (session_id, todos) for session_id, todos in lists.items() if self._written.get(session_id) != _key(todos)
+        ]
+        for start in range(0, len(changed), BATCH):
+            chunk = changed[start : start + BATCH]
+            writes = [
+                ReplaceTodosWrite(session_id=session_id, todos=[todo_to_service(todo) for todo in todos])
+                for session_id, todos in chunk
+            ]
+            try:
+                await self._client.batch_write(writes, origin=ORIGIN)
+            except Unavailable:
+                raise
+            except ServiceError as error:
+                log.info("a resync batch was refused (%s); writing its lists one by one", error)
+                for session_id, todos in chunk:
+                    async with self._skipping_refusals(f"the list of {session_id}"):
+                        await self._write(session_id, todos)
+                continue
+            self._written |= {session_id: _key(todos) for session_id, todos in chunk}
 
     async def _load_written(self, session_ids: list[str]) -> None:
         """What sessiontodo holds now, so that a list that did not change is not written again."""
@@ -204,8 +239,8 @@ class OpenCodeMirror:
             found |= {project.get("worktree", "") for project in projects.json()}
         return found
 
-    async def _reread_todos(self, session_id: str, directory: str) -> bool:
-        """Copy the session's current list; False if OpenCode no longer has the session."""
+    async def _reread_todos(self, session_id: str, directory: str, lists: dict[str, list[Todo]]) -> bool:
+        """Read the session's current list into ``lists``; False if OpenCode no longer has the session."""
         response = await self._http.get(f"/session/{session_id}/todo", params=_directory(directory))
         if response.status_code == 404:
             return False
@@ -214,10 +249,10 @@ class OpenCodeMirror:
             todos = _TODOS.validate_json(response.content)
         except ValidationError as error:
             raise ValueError(f"OpenCode's list of {session_id} is not a todo list: {error}") from error
-        await self._write(session_id, todos)
+        lists[session_id] = todos
         return True
 
-    async def _reread(self, session: ServiceSession) -> None:
+    async def _reread(self, session: ServiceSession, lists: dict[str, list[Todo]]) -> None:
         """A session mirrored before but not listed now: removed upstream, or of an unlisted directory."""
         directory = session.labels.get(DIRECTORY, "")
         response = await self._http.get(f"/session/{session.session_id}", params=_directory(directory))
@@ -226,7 +261,7 @@ class OpenCodeMirror:
             return
         response.raise_for_status()
         await self._mirror_session(Session.model_validate_json(response.content))
-        await self._reread_todos(session.session_id, directory)
+        await self._reread_todos(session.session_id, directory, lists)
 
 
 def _directory(directory: str | None) -> dict[str, str]:
