@@ -115,6 +115,14 @@ class EchoServicer:
         self._publish(pb.CHANGE_KIND_TODO_REMOVED, request.session_id, request.todo_id)
         return pb.RemoveTodoResponse(revision=self._revision)
 
+    async def BatchWrite(self, request: pb.BatchWriteRequest, context: Any) -> pb.BatchWriteResponse:
+        response = pb.BatchWriteResponse()
+        for write in request.writes:
+            self._revision += 1
+            self._publish(pb.CHANGE_KIND_TODOS_REPLACED, getattr(write, write.WhichOneof("operation") or "").session_id)
+            response.results.add(revision=self._revision, changed=True)
+        return response
+
     async def WatchTodos(self, request: pb.WatchTodosRequest, context: Any) -> AsyncIterator[bytes]:
         """A snapshot, then whatever the writes put on this stream's queue, until the end sentinel."""
         stream: asyncio.Queue[bytes] = asyncio.Queue()
