@@ -320,6 +320,5 @@ def _add_guarded(
             handlers[method.name] = request_guard.unary_handler(
                 method.full_name, behaviour, parse, serialize, deadlines, abort
             )
-    # Generic handlers only: grpc.aio waits on one pending call per registered method and re-arms
-    # them all on every call (``asyncio.wait``), a cost per call that grows with the methods.
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
