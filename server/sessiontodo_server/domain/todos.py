@@ -172,6 +172,9 @@ class Change:
     origin: str = ""
     reason: RemovalReason | None = None
     cursor: int = 0
+    state_size: int = -1
+    """Its list and labels as the memory budget counts them (``budget.state_bytes``), when the
+    store that made it measured them (-1: measured on first use)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from sessiontodo_server.domain.batch import BatchWritten, Operation, at_write
 from sessiontodo_server.domain.budget import (
     DEFAULT_MEMORY_BUDGET,
     MemoryBudget,
-    change_bytes,
     give_back,
     info_bytes,
     state_bytes,
@@ -418,7 +417,15 @@ class MemoryStore:
         self._lists.check_growth(session, size)
         self._cursor += 1
         change = Change(
-            session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin, cursor=self._cursor
+            session_id,
+            applied.kind,
+            revision,
+            applied.todos,
+            applied.todo_id,
+            info,
+            origin,
+            cursor=self._cursor,
+            state_size=size,
         )
         result = None
         if isinstance(mutation, AddTodo):
@@ -436,7 +443,6 @@ class MemoryStore:
     ) -> None:
         """Accept ``change`` (its list and labels ``size`` bytes, already within the budget):
         applied at once without a journal, else once the journal has made it durable."""
-        change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
         now = self._clock()
         if self._journal is None:
             self._apply(session, change, size, request, now)
@@ -547,6 +553,7 @@ class MemoryStore:
                         step.info,
                         origin,
                         cursor=self._cursor,
+                        state_size=step.size,
                     )
                     self._commit(step.record, change, step.size, step.todos_before, None)
                     changes.append(change)
