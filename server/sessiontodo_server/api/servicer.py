@@ -195,6 +195,11 @@ def _encode(change: Change) -> bytes:
     return message.SerializeToString()
 
 
+WATCH_ACCEPTED = (("sessiontodo-watch", "accepted"),)
+"""Headers a watch stream sends as soon as it is taken, before any message: a client can tell a quiet
+stream from one still connecting (the typed client's ``resume.ACCEPTED_HEADER``)."""
+
+
 class _SharedEncodings:
     """One encoding per published change, shared by all its watchers and feeds, living exactly
     as long as the change does (in a history, a feed or a watcher's buffer): nothing outlives
@@ -389,6 +394,7 @@ class TodoServicer:
     ) -> AsyncIterator[bytes]:
         """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
         (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
+        await context.send_initial_metadata(WATCH_ACCEPTED)
         try:
             watch = self._book.watch(_qualified(request.session_id), _optional(request, "after_revision"))
             async with aclosing(watch) as changes:
@@ -401,6 +407,7 @@ class TodoServicer:
         self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """The feed, pre-encoded like WatchTodos (and cancelled the same way)."""
+        await context.send_initial_metadata(WATCH_ACCEPTED)
         try:
             feed = self._book.feed(request.after_cursor, request.include_snapshot, _filter_from_pb(request.filter))
             async with aclosing(feed) as messages:
