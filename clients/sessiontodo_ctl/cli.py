@@ -618,7 +618,10 @@ def main(args: Sequence[str] | None = None) -> None:
     except typer.TyperException as error:  # typer's click: a usage error (status 2) and the like
         context = getattr(error, "ctx", None)
         hint = f" ({context.command_path} --help)" if context is not None else ""
-        print(f"{PROG}: {error.format_message()}{hint}", file=sys.stderr)
+        message = error.format_message()
+        if getattr(error, "option_name", None) and getattr(error, "possibilities", None):  # an unknown flag
+            message = f"unknown flag {error.option_name}; did you mean {' or '.join(error.possibilities)}?"  # type: ignore[attr-defined]
+        print(f"{PROG}: {message}{hint}", file=sys.stderr)
         sys.exit(int(getattr(error, "exit_code", 1)))
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
