@@ -26,13 +26,15 @@ import grpc
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client.conversions import (
-    PRIORITY_TO_PB,
-    STATUS_TO_PB,
+    added_todo_from_pb,
     duration_to_pb,
+    priority_to_pb,
     session_from_pb,
+    status_to_pb,
     todo_from_pb,
     todo_list_from_pb,
     todo_to_pb,
+    updated_todo_from_pb,
 )
 from sessiontodo_client.errors import service_error
 from sessiontodo_client.models import (
@@ -238,7 +240,7 @@ class TodoClient:
             origin=origin,
         )
         response = await self._call(self._stub.AddTodo, request)
-        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+        return added_todo_from_pb(response)
 
     async def update_todo(
         self,
@@ -257,15 +259,15 @@ class TodoClient:
             session_id=session_id,
             todo_id=todo_id,
             content=content,
-            status=STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED,
-            priority=PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED,
+            status=status_to_pb(status),
+            priority=priority_to_pb(priority),
             metadata=metadata,
             remove_metadata_keys=list(remove_metadata),
             expected_revision=expected_revision,
             origin=origin,
         )
         response = await self._call(self._stub.UpdateTodo, request)
-        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+        return updated_todo_from_pb(response)
 
     async def remove_todo(
         self, session_id: str, todo_id: str, expected_revision: int | None = None, *, origin: str = ""

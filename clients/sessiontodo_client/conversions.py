@@ -14,6 +14,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_client.models import (
+    AddedTodo,
     ChangeKind,
     FeedEvent,
     RemovalReason,
@@ -22,6 +23,7 @@ from sessiontodo_client.models import (
     TodoList,
     TodoPriority,
     TodoStatus,
+    UpdatedTodo,
     WatchEvent,
 )
 
@@ -61,6 +63,24 @@ def todo_from_pb(todo: pb.Todo) -> Todo:
 def todo_list_from_pb(response: pb.GetTodosResponse | pb.ReplaceTodosResponse) -> TodoList:
     """A response's todos at its revision."""
     return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
+
+
+def added_todo_from_pb(response: pb.AddTodoResponse) -> AddedTodo:
+    return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+
+
+def updated_todo_from_pb(response: pb.UpdateTodoResponse) -> UpdatedTodo:
+    return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+
+
+def status_to_pb(status: TodoStatus | None) -> pb.TodoStatus.ValueType:
+    """A status to set, or UNSPECIFIED (None: leave it as it is)."""
+    return STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED
+
+
+def priority_to_pb(priority: TodoPriority | None) -> pb.TodoPriority.ValueType:
+    """A priority to set, or UNSPECIFIED (None: leave it as it is)."""
+    return PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED
 
 
 def time_from_pb(timestamp: timestamp_pb2.Timestamp) -> datetime | None:

@@ -31,12 +31,13 @@ from sessiontodo_client import (
     WatchEvent,
 )
 from sessiontodo_client.conversions import (
-    PRIORITY_TO_PB,
-    STATUS_TO_PB,
+    added_todo_from_pb,
+    priority_to_pb,
     session_from_pb,
-    todo_from_pb,
+    status_to_pb,
     todo_list_from_pb,
     todo_to_pb,
+    updated_todo_from_pb,
 )
 from sessiontodo_client.errors import service_error
 from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
@@ -125,7 +126,7 @@ class TodoCalls:
             session_id=session_id, todo=todo_to_pb(todo), index=index, request_id=uuid.uuid4().hex, origin=ORIGIN
         )
         response = self._call(self._stub.AddTodo, request)
-        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+        return added_todo_from_pb(response)
 
     def update_todo(
         self,
@@ -142,13 +143,13 @@ class TodoCalls:
             session_id=session_id,
             todo_id=todo_id,
             content=content,
-            status=STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED,
-            priority=PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED,
+            status=status_to_pb(status),
+            priority=priority_to_pb(priority),
             expected_revision=expected_revision,
             origin=ORIGIN,
         )
         response = self._call(self._stub.UpdateTodo, request)
-        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+        return updated_todo_from_pb(response)
 
     def remove_todo(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> int:
         """Remove one todo; returns the list's new revision."""
