@@ -438,3 +438,9 @@ def test_piped_watch_in_json_prints_the_snapshot_then_each_change(server: Server
         ("snapshot", 1),
         ("todo_updated", 2),
     ]
+
+
+def test_a_boolean_flag_alone_means_true() -> None:
+    from sessiontodo_acp.settings import ProxySettings
+
+    assert ProxySettings.from_flags(["--tls"]).tls is True
