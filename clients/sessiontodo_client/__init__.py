@@ -5,6 +5,8 @@ the pure wire <-> model translations; ``resume`` the watch streams' resume proto
 ``retry`` the one retry policy; ``security`` the channel's TLS and token.
 """
 
+import importlib.metadata
+
 from sessiontodo_client.client import TodoClient
 from sessiontodo_client.errors import (
     Aborted,
@@ -81,3 +83,6 @@ __all__ = [
     "WatchEvent",
     "is_transient",
 ]
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""
