@@ -1,18 +1,31 @@
-"""Typed async client of the sessiontodo gRPC service."""
+"""Typed async client of the sessiontodo gRPC service.
+
+``client`` holds ``TodoClient``; ``errors`` one exception class per status code; ``conversions``
+the pure wire <-> model translations; ``resume`` the watch streams' resume protocol without I/O;
+``retry`` the one retry policy; ``security`` the channel's TLS and token.
+"""
 
 import importlib.metadata
 
-from sessiontodo_client.client import (
+from sessiontodo_client.client import TodoClient
+from sessiontodo_client.errors import (
     Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
     FailedPrecondition,
+    Internal,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PermissionDenied,
     ResourceExhausted,
     ServiceError,
-    TodoClient,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
+    Unknown,
 )
 from sessiontodo_client.models import (
     AddedTodo,
@@ -28,21 +41,27 @@ from sessiontodo_client.models import (
     UpdatedTodo,
     WatchEvent,
 )
+from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
-
-__version__ = importlib.metadata.version("sessiontodo")
-"""The installed distribution's version: pyproject.toml is its one source."""
 
 __all__ = [
     "Aborted",
     "AddedTodo",
+    "AlreadyExists",
+    "Cancelled",
     "ChangeKind",
     "ChannelSecurity",
+    "Connection",
+    "ConnectionState",
+    "DataLoss",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "FeedEvent",
+    "Internal",
     "InvalidArgument",
     "NotFound",
+    "OutOfRange",
     "PermissionDenied",
     "RemovalReason",
     "ResourceExhausted",
@@ -58,7 +77,12 @@ __all__ = [
     "TodoStatus",
     "Unauthenticated",
     "Unavailable",
+    "Unimplemented",
+    "Unknown",
     "UpdatedTodo",
     "WatchEvent",
     "is_transient",
 ]
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""

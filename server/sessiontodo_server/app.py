@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -127,7 +128,11 @@ def _ms(seconds: float) -> int:
 
 
 class ListenError(Exception):
-    """The server cannot listen on its address: taken, not an address of this host, or not permitted."""
+    """The server cannot listen on its address: taken (``in_use``), not an address of this host, or not permitted."""
+
+    def __init__(self, message: str, *, in_use: bool = False) -> None:
+        super().__init__(message)
+        self.in_use = in_use
 
 
 def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.ServerCredentials | None) -> int:
@@ -141,7 +146,8 @@ def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.Serve
                 pass
         except OSError as error:
             raise ListenError(
-                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}"
+                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}",
+                in_use=error.errno == errno.EADDRINUSE,
             ) from error
     try:
         port: int = (
@@ -362,12 +368,12 @@ async def _serve(
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
     watch = asyncio.create_task(fd_limits.watch(file_descriptors, max_connections), name="descriptor watch")
     log.info(
-        "serving on %s:%d (%s, %s) with store %s; at most %d connections of %d streams each",
+        "serving on %s:%d (%s, %s), data in %s; Ctrl-C to stop (at most %d connections of %d streams each)",
         settings.host,
         port,
         "plaintext" if security.tls is None else ("mutual TLS" if settings.tls_client_ca else "TLS"),
         "bearer tokens" if security.auth is not None else "no authentication",
-        redact_url(settings.store),
+        settings.data_location(),
         max_connections,
         settings.max_streams_per_connection,
     )

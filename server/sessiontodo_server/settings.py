@@ -17,7 +17,10 @@ DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 
 
 class Settings(BaseSettings):
-    """Every knob of the server; flags win over environment variables, which win over defaults."""
+    """Serve per-session todo lists over gRPC (sessiontodo.v1.TodoService) until Ctrl-C or SIGTERM.
+
+    Every knob is a flag or a SESSIONTODO_* environment variable; flags win over the environment,
+    which wins over the defaults."""
 
     model_config = SettingsConfigDict(
         env_prefix="SESSIONTODO_", cli_kebab_case=True, cli_prog_name="sessiontodo-server"
@@ -164,6 +167,15 @@ class Settings(BaseSettings):
             "change every session; add them, bind 127.0.0.1, or pass --insecure if the network is trusted"
         )
 
+    def data_location(self) -> str:
+        """Where the data lives, for people: the sqlite file's absolute path, memory, or the redacted Redis URL."""
+        scheme = urlsplit(self.store).scheme
+        if scheme == "sqlite" and self.store.startswith("sqlite:///"):
+            return str(Path(self.store.removeprefix("sqlite:///")).resolve())
+        if scheme == "memory":
+            return "memory only (gone when the server stops)"
+        return redact_url(self.store)
+
     def limits(self) -> Limits:
         return Limits(
             max_session_id_length=self.max_session_id_length,
@@ -202,6 +214,41 @@ def _is_loopback(host: str) -> bool:
         return False  # a name other than localhost may resolve to anything
 
 
-# --help shows each flag's environment variable.
-for _name, _field in Settings.model_fields.items():
-    _field.description = f"{_field.description or ''} [env SESSIONTODO_{_name.upper()}]".lstrip()
+HELP_GROUPS = {
+    "listening": ["host", "port", "reuse_port", "reflection", "event_loop", "shutdown_grace"],
+    "data": ["store", "durability", "history_limit", "feed_history", "default_idle_ttl", "expiry_interval"],
+    "security": ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "insecure"],
+    "logs, metrics and traces": ["log_level", "log_format", "log_requests", "metrics_port", "metrics_host", "tracing"],
+    "watches": ["watch_buffer", "progress_interval"],
+    "connections": [
+        "max_connection_age",
+        "max_streams_per_connection",
+        "max_connections",
+        "max_connection_idle",
+        "request_timeout",
+        "keepalive_time",
+        "keepalive_timeout",
+        "min_client_ping_interval",
+    ],
+    "limits (a call beyond one fails and changes nothing)": [
+        "memory_budget",
+        "max_session_id_length",
+        "max_todo_id_length",
+        "max_content_length",
+        "max_todos_per_session",
+        "max_list_bytes",
+        "max_sessions",
+        "max_watchers",
+        "max_sessions_per_tenant",
+        "max_watchers_per_tenant",
+        "memory_per_tenant",
+    ],
+}
+"""The option groups of ``--help``."""
+
+HELP_EXAMPLES = (
+    "python -m sessiontodo_server                       # 127.0.0.1:50051, data in data/sessiontodo.db",
+    "python -m sessiontodo_server --store memory://     # nothing kept after exit",
+    "python -m sessiontodo_server --port 50052 --store sqlite:///data/second.db   # a second server",
+    "SESSIONTODO_LOG_LEVEL=debug python -m sessiontodo_server",
+)
