@@ -63,8 +63,11 @@ TS_CLIENT_BUILT := $(TS_CLIENT)/dist/index.js
 OPENCODE_PLUGIN := clients/opencode-plugin
 OPENCODE_PLUGIN_BUILT := $(OPENCODE_PLUGIN)/dist/index.js
 
+# npm ci, then the registry entries of the runtime dependencies into npm's cache: npm ci fetches
+# only tarballs, and the packed client must install offline (the doc runner has no network).
 $(TS_CLIENT_DEPS): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(TS_CLIENT) && npm cache add --loglevel=error $$(node -p 'Object.entries(require("./package.json").dependencies).map(([name, version]) => `$${name}@$${version}`).join(" ")')
 	touch $@
 
 $(TS_CLIENT_BUILT): $(TS_CLIENT_DEPS) $(TS_CLIENT)/buf.gen.yaml $(TS_CLIENT)/tsconfig.json $(wildcard $(TS_CLIENT)/src/*.ts) $(PROTOS) $(VENV)/.installed

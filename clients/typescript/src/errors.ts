@@ -89,8 +89,9 @@ const ERRORS = new Map<Code, typeof ServiceError>([
 
 /**
  * Node's codes for a connection that failed or broke. connect-node reports a reset connection as
- * ABORTED; for sessiontodo ABORTED means a revision mismatch, so these become UNAVAILABLE, as
- * grpc-js and grpcio report them.
+ * ABORTED and a refused certificate as INTERNAL; for sessiontodo ABORTED means a revision
+ * mismatch, so these become UNAVAILABLE, as grpc-js and grpcio report them (the Node error stays
+ * the `cause`).
  */
 const CONNECTION_FAILURES = new Set([
   "ECONNREFUSED",
@@ -111,6 +112,8 @@ const CONNECTION_FAILURES = new Set([
   "ERR_STREAM_DESTROYED",
   "ERR_STREAM_PREMATURE_CLOSE",
 ]);
+/** OpenSSL's and Node's codes for a TLS handshake that failed (an unknown CA, a wrong host name…). */
+const TLS_FAILURE = /^(?:ERR_TLS_|ERR_SSL_|UNABLE_TO_|CERT_|INVALID_CA$|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|HOSTNAME_MISMATCH$)/;
 
 /**
  * Whether the call failed because the connection did. A CANCELLED this client sees is one too:
@@ -123,7 +126,7 @@ function brokeTheConnection(error: ConnectError): boolean {
   for (let cause: unknown = error.cause; cause instanceof Error && !seen.has(cause); cause = cause.cause) {
     seen.add(cause);
     const code = (cause as { code?: unknown }).code;
-    if (typeof code === "string" && CONNECTION_FAILURES.has(code)) return true;
+    if (typeof code === "string" && (CONNECTION_FAILURES.has(code) || TLS_FAILURE.test(code))) return true;
   }
   return false;
 }
