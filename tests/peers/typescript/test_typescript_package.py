@@ -1,6 +1,6 @@
-"""@sessiontodo/client as a user installs it: ``npm pack``, then ``npm install`` of the tarball into a
-fresh project, offline (``make typescript`` leaves its dependencies in npm's cache), used from
-JavaScript against a real server and type-checked from TypeScript through its ``.d.ts`` files.
+"""@sessiontodo/client as a user installs it (``npm pack``, then ``npm install`` of the tarball into a
+fresh project, offline), used from JavaScript against a real server and type-checked from
+TypeScript through its ``.d.ts`` files.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from peers.npm_packages import CLIENT, fresh_project, pack
 from sessiontodo_server.app import RunningServer
-from support import ROOT
 from test_packaging import run
 
-CLIENT = ROOT / "clients" / "typescript"
 TSC = CLIENT / "node_modules" / ".bin" / "tsc"
 
 USE = """
@@ -51,20 +50,12 @@ export const used = [status, wrong, revision, TodoService.typeName, TodoClient.c
 
 @pytest.fixture(scope="module")
 def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    assert (CLIENT / "dist" / "index.js").is_file(), "run `make typescript` (make test does)"
-    destination = tmp_path_factory.mktemp("packed")
-    (packed,) = json.loads(run("npm", "pack", "--json", "--pack-destination", destination, cwd=CLIENT))
-    return destination / packed["filename"]
+    return pack(CLIENT, tmp_path_factory.mktemp("packed"))
 
 
 @pytest.fixture
 def project(tarball: Path, tmp_path: Path) -> Path:
-    """A fresh ESM project with the tarball installed, offline."""
-    project = tmp_path / "app"
-    project.mkdir()
-    (project / "package.json").write_text(json.dumps({"name": "app", "private": True, "type": "module"}))
-    run("npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", tarball, cwd=project)
-    return project
+    return fresh_project(tmp_path / "app", tarball)
 
 
 def test_the_tarball_holds_the_built_code_and_types_and_no_sources(tarball: Path) -> None:
