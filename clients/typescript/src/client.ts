@@ -48,7 +48,7 @@ import type {
 import { DEFAULT_RETRY, isTransient, type RetryPolicy } from "./retry.js";
 import { authority, ChannelSecurity } from "./security.js";
 
-/** How often an idle connection is pinged: well above the 10 s sessiontodo servers accept. */
+/** How often a connection with open calls is pinged: well above the 10 s sessiontodo servers accept. */
 export const KEEPALIVE_INTERVAL_MS = 30_000;
 
 export interface ClientOptions {
@@ -61,6 +61,8 @@ export interface ClientOptions {
 export interface ConnectOptions extends ClientOptions {
   /** TLS, client certificate and bearer token; default: plaintext, anonymous. */
   readonly security?: ChannelSecurity;
+  /** Ping interval of a connection with open calls (sessiontodo servers refuse pings under 10 s apart). */
+  readonly keepaliveMs?: number;
 }
 
 export interface Origin {
@@ -155,9 +157,15 @@ export class TodoClient {
   }
 
   /**
-   * A client on a new HTTP/2 connection to `target` (`host:port`), pinging idle connections; TLS,
-   * client certificate and bearer token as `security` says. Throws for a token in plaintext to
-   * anything but a loopback address. Nothing connects until the first call.
+   * A client on a new HTTP/2 connection to `target` (`host:port`); TLS, client certificate and
+   * bearer token as `security` says. Throws for a token in plaintext to anything but a loopback
+   * address. Nothing connects until the first call.
+   *
+   * The connection is pinged every `keepaliveMs` while calls are open (a watch learns of a dead
+   * connection), and before it is used again after that long idle. Idle connections are not
+   * pinged on a timer: connect-node 2.1 re-arms that timer when the streams of a closed connection
+   * end, then pings the destroyed session, an uncaught exception that ends the process
+   * (connectrpc/connect-es#1795).
    */
   static connect(target: string, options: ConnectOptions = {}): TodoClient {
     const security = options.security ?? new ChannelSecurity();
@@ -168,7 +176,7 @@ export class TodoClient {
       : {};
     const sessionManager = new Http2SessionManager(
       baseUrl,
-      { pingIntervalMs: KEEPALIVE_INTERVAL_MS, pingIdleConnection: true },
+      { pingIntervalMs: options.keepaliveMs ?? KEEPALIVE_INTERVAL_MS, pingIdleConnection: false },
       tls,
     );
     const interceptors = security.token === undefined ? [] : [bearer(security.token)];

@@ -409,3 +409,15 @@ describe('feed position', () => {
     assert.equal(position.interrupted()?.kind, 'reset');
   });
 });
+
+describe('keepalive', () => {
+  test('closing a client while a watch is open leaves no keepalive behind', async () => {
+    const keepaliveMs = 200;
+    const closing = TodoClient.connect(required('SESSIONTODO_ADDRESS'), { keepaliveMs });
+    const events = reader(closing.watch(await newSession()));
+    await events.next();
+    closing.close();
+    // A keepalive left armed would ping the destroyed connection within one interval: wait three.
+    await new Promise((resolve) => setTimeout(resolve, 3 * keepaliveMs));
+  });
+});
