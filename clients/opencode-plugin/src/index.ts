@@ -26,7 +26,8 @@ const server: Plugin = async ({ client }, options) => {
   const sync = new SessionSync(todos, {
     origin: settings.origin,
     log,
-    lookup: async (sessionId) => (await client.session.get({ path: { id: sessionId } })).data,
+    // Without OpenCode's answer the session is stored without labels: its list matters more.
+    lookup: async (sessionId) => (await client.session.get({ path: { id: sessionId } }).catch(() => undefined))?.data,
   });
   log("info", `storing every todo list in sessiontodo at ${settings.address}`);
   return {
