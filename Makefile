@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup debian-packages run opencode typescript test lint proto-release bench clean
+.PHONY: setup debian-packages run opencode mcp typescript test test-fast lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -20,7 +20,7 @@ setup: $(VENV)/.installed $(GENERATED)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,tracing,ctl,dev]'
+	$(BIN)/pip install --quiet -e '.[opencode,acp,mcp,redis,bench,tracing,ctl,dev]'
 	touch $@
 
 # The build hook the wheel uses, run as a script: one way to generate.
@@ -55,6 +55,10 @@ SESSIONTODO_ADDRESS ?= 127.0.0.1:50051
 opencode: setup
 	$(BIN)/python -m sessiontodo_opencode --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
 
+## mcp: serve MCP over streamable HTTP on http://127.0.0.1:50060/mcp for the sessiontodo server at SESSIONTODO_ADDRESS
+mcp: setup
+	$(BIN)/sessiontodo-mcp --transport http --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
+
 # @sessiontodo/client (clients/typescript) and the OpenCode plugin on it: npm packages whose
 # protobuf code (buf generate, local protoc-gen-es) and JavaScript (tsc) are built, never committed.
 TS_CLIENT := clients/typescript
@@ -85,6 +89,10 @@ typescript: $(TS_CLIENT_BUILT) $(OPENCODE_PLUGIN_BUILT)
 test: debian-packages setup $(NODE_DEPS) typescript
 	$(BIN)/python -m pytest $(ARGS)
 
+## test-fast: run the unit tier (tests/unit: domain and pure code, no sockets or processes) in seconds
+test-fast: setup
+	$(BIN)/python -m pytest tests/unit $(ARGS)
+
 ## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes, written to a temporary folder)
 bench: debian-packages setup
 	$(BIN)/python bench/run.py $(ARGS)
@@ -92,12 +100,12 @@ bench: debian-packages setup
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.
 PROTO_BASELINE := protos/released.json
 
-## lint: ruff, mypy, buf lint + format, and buf breaking against the released protos
+## lint: ruff, mypy, the layer contract (lint-imports), buf lint + format, and buf breaking against the released protos
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	for conftest in $(wildcard tests/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
+	$(BIN)/lint-imports
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
 	$(BIN)/buf breaking --against $(PROTO_BASELINE)

@@ -20,8 +20,8 @@ from typing import Any
 import grpc
 
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_server.api.servicer import add_todo_service
 from sessiontodo_server.event_loop import loop_factory
-from sessiontodo_server.transport import add_todo_service
 
 _END = b""
 """Queue sentinel: the stream ends after its final message."""

@@ -9,10 +9,10 @@ import signal
 import sys
 
 from sessiontodo_server.app import ListenError, StartupError, start_server
+from sessiontodo_server.domain.store import StoreStartupError
 from sessiontodo_server.event_loop import loop_factory
-from sessiontodo_server.logs import configure_logging
+from sessiontodo_server.observability.logs import configure_logging
 from sessiontodo_server.settings import Settings
-from sessiontodo_server.stores.base import StoreStartupError
 
 
 async def serve(settings: Settings) -> None:

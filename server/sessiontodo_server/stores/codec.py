@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
-from sessiontodo_server.todos import Todo, TodoPriority, TodoStatus, frozen
+from sessiontodo_server.domain.todos import Todo, TodoPriority, TodoStatus, frozen
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 encode_json = _encoder.encode

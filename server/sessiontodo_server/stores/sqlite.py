@@ -37,13 +37,13 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from sessiontodo_server.budget import DEFAULT_MEMORY_BUDGET, TODO_OVERHEAD, MemoryBudget, list_bytes
-from sessiontodo_server.errors import Unavailable
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, StoreStartupError
+from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, TODO_OVERHEAD, MemoryBudget, list_bytes
+from sessiontodo_server.domain.errors import Unavailable
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, StoreStartupError
+from sessiontodo_server.domain.todos import Change, ChangeKind, SessionInfo, Todo, frozen
 from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
-from sessiontodo_server.todos import Change, ChangeKind, SessionInfo, Todo, frozen
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);

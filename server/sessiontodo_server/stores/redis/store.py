@@ -27,7 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessiontodo_server.errors import (
+from sessiontodo_server.domain.errors import (
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
@@ -36,14 +36,9 @@ from sessiontodo_server.errors import (
     TodoNotFound,
     Unavailable,
 )
-from sessiontodo_server.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.stores.base import GLOBAL_SESSION_ID, AddResult, SessionState, Written
-from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
-from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
-from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
-from sessiontodo_server.stores.redis.keys import parse_redis_url
-from sessiontodo_server.stores.redis.scripts import Scripts
-from sessiontodo_server.todos import (
+from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
+from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -55,6 +50,11 @@ from sessiontodo_server.todos import (
     is_global_list,
     todo_bytes,
 )
+from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
+from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
+from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
+from sessiontodo_server.stores.redis.keys import parse_redis_url
+from sessiontodo_server.stores.redis.scripts import Scripts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -185,7 +185,7 @@ class RedisStore:
     # Sessions
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         args = self._args(
             session_id,
@@ -196,6 +196,7 @@ class RedisStore:
             repr(float(info.idle_ttl)),
             max_sessions,
             origin,
+            max_per_tenant,
         )
         async with self._reachable():
             reply = await self._scripts.create([self._counters], args)
@@ -206,6 +207,8 @@ class RedisStore:
             raise LimitExceeded("sessions", max_sessions)
         if outcome == -3:
             raise ParentMismatch(session_id, as_text(reply[1]))
+        if outcome == -4:
+            raise LimitExceeded("sessions per tenant", max_per_tenant)
         if outcome == 0:
             return decode_state(session_id, reply[1]), None
         created, _ = decode_entry(reply[1])
@@ -264,6 +267,9 @@ class RedisStore:
         async with self._reachable():
             return int(await self._redis.zcard(self._sessions)) - 1  # the global list is not counted
 
+    def feed_position(self) -> int:
+        return self._follower.delivered
+
     def held_bytes(self) -> tuple[int, int]:
         return 0, 0  # lists, histories and the feed live in Redis, not in this process
 
@@ -277,7 +283,12 @@ class RedisStore:
             pairs = await self._redis.zrangebylex(self._children, low, f"({only.parent_id}!", 0, count)
             return [as_text(pair)[len(prefix) :] for pair in pairs]
         low = f"({after_id}" if after_id else "-"
-        return [as_text(sid) for sid in await self._redis.zrangebylex(self._sessions, low, "+", 0, count)]
+        index = self._sessions if only.tenant is None else self._tenant_index(only.tenant)
+        return [as_text(sid) for sid in await self._redis.zrangebylex(index, low, "+", 0, count)]
+
+    def _tenant_index(self, tenant: str) -> str:
+        """The sorted set of one tenant's session ids (``tenant_index`` in ``lua/lib.lua``)."""
+        return f"{self._base}tenant:{tenant}"
 
     async def _read(self, session_ids: list[str]) -> list[SessionState | None]:
         replies = await self._scripts.read([self._counters], self._args(*session_ids))
@@ -390,9 +401,10 @@ class RedisStore:
             state.session_id, ChangeKind.RESET, state.revision, state.todos, info=state.info, cursor=change.cursor
         )
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        one = ("1", tenant) if tenant is not None else ("0",)
         async with self._reachable():
-            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args())
+            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args(*one))
         return int(cursor), [decode_state(as_text(sid), state) for sid, state in sessions]
 
     async def expired(self, now: float) -> list[str]:
