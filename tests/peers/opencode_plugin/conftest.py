@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from opencode_real.stub_model import StubModel
-from peers.npm_packages import CLIENT, OPENCODE_PLUGIN, fresh_project, pack
+from tests.peers.npm_packages import CLIENT, OPENCODE_PLUGIN, fresh_project, pack
+from tests.peers.opencode_real.stub_model import StubModel
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
-from certificates import CertificateAuthority, Issued, auth_toml
-from support import ROOT, ServerProcess, run_node_suite
+from tests.support import ROOT, ServerProcess, run_node_suite
+from tests.support.certificates import CertificateAuthority, Issued, auth_toml
+
+pytestmark = pytest.mark.process
 
 SUITES = Path(__file__).parent
 WRITER, READER = "ts-writer-token-0123456789", "ts-reader-token-0123456789"
