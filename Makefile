@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup debian-packages run opencode test lint proto-release bench clean
+.PHONY: setup debian-packages run opencode web test lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -54,6 +54,10 @@ SESSIONTODO_ADDRESS ?= 127.0.0.1:50051
 ## opencode: serve OpenCode's todo routes and /event on 127.0.0.1:4096 for the sessiontodo server at SESSIONTODO_ADDRESS (default 127.0.0.1:50051)
 opencode: setup
 	$(BIN)/python -m sessiontodo_opencode --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
+
+## web: serve the live web board on http://127.0.0.1:8080 for the sessiontodo server at SESSIONTODO_ADDRESS (the sign-in link is in its log)
+web: setup
+	$(BIN)/python -m sessiontodo_web --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
 
 ## test: run the whole suite
 test: debian-packages setup $(NODE_DEPS)
