@@ -215,7 +215,10 @@ export class DetailPanel {
 
   // Editing
 
+  /** Edit a todo's text in place. The edit is of the list as it was when it started: if someone else
+   * changes the list meanwhile, saving is a conflict rather than a silent overwrite. */
   startEditing(row) {
+    const startedAt = this.detail.session.revision;
     const input = el('input', { class: 'edit', maxlength: '4096', 'aria-label': `Text of “${shortened(row.todo.content)}”` });
     input.value = row.todo.content;
     const cancel = el('button', { type: 'button', class: 'quiet' }, 'Cancel');
@@ -230,7 +233,7 @@ export class DetailPanel {
       event.preventDefault();
       const content = input.value;
       stop();
-      if (content.trim() && content !== row.todo.content) this.update(row, { content });
+      if (content.trim() && content !== row.todo.content) this.update(row, { content }, startedAt);
     });
     cancel.addEventListener('click', stop);
     input.addEventListener('keydown', (event) => {
@@ -244,8 +247,8 @@ export class DetailPanel {
     input.select();
   }
 
-  update(row, change) {
-    return this.edit('PATCH', todoPath(this.sessionId, row.todo.id), change);
+  update(row, change, expectedRevision) {
+    return this.edit('PATCH', todoPath(this.sessionId, row.todo.id), change, expectedRevision);
   }
 
   move(todoId, delta) {
@@ -266,13 +269,13 @@ export class DetailPanel {
     if (added) input.value = '';
   }
 
-  /** Send one edit with the revision shown; show the answer, or the list as it is now on a conflict. */
-  async edit(method, path, body) {
+  /** Send one edit with the revision shown (or given); show the answer, or the list as it is now on a conflict. */
+  async edit(method, path, body, expectedRevision = this.detail?.session.revision) {
     if (!this.detail || this.removed) return false;
     const sessionId = this.sessionId;
     this.parts.todos.setAttribute('aria-busy', 'true');
     try {
-      const detail = await request(method, path, { ...body, expected_revision: this.detail.session.revision });
+      const detail = await request(method, path, { ...body, expected_revision: expectedRevision });
       if (this.sessionId !== sessionId) return true;
       show(this.parts.notice, false);
       if (detail.session.revision >= this.detail.session.revision) this.render(detail);

@@ -14,13 +14,13 @@ export function el(tag, attributes = {}, ...children) {
     else if (name === 'dataset') Object.assign(node.dataset, value);
     else node.setAttribute(name, value === true ? '' : String(value));
   }
-  node.append(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+  node.append(...children.flat(Infinity).filter((child) => child !== null && child !== undefined && child !== false));
   return node;
 }
 
 /** Replace a node's children with `children` (nodes or text). */
 export function fill(node, ...children) {
-  node.replaceChildren(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+  node.replaceChildren(...children.flat(Infinity).filter((child) => child !== null && child !== undefined && child !== false));
   return node;
 }
 
