@@ -68,7 +68,7 @@ async def web(launch_web: LaunchWeb) -> RunningWeb:
 @pytest.fixture
 async def http(web: RunningWeb, viewer_token: str) -> AsyncIterator[httpx.AsyncClient]:
     """A signed-in HTTP client of ``web`` (cookie and CSRF token)."""
-    async with await signed_in_http(web.url, viewer_token) as http:
+    async with signed_in_http(web.url, viewer_token) as http:
         yield http
 
 

@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,19 +62,25 @@ class BoardFeed:
                 return found
             assert found.event == "feed", found
 
+    async def remaining(self, timeout: float = WAIT) -> bytes:
+        """Everything up to the end of the stream."""
+        async with asyncio.timeout(timeout):
+            return self._buffer + b"".join([chunk async for chunk in self._chunks])
+
     async def aclose(self) -> None:
         await self.response.aclose()
 
 
-async def signed_in_http(base_url: str, token: str, **client_options: Any) -> httpx.AsyncClient:
+@asynccontextmanager
+async def signed_in_http(base_url: str, token: str) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client holding a sign-in cookie, sending the CSRF token the board gave it."""
-    http = httpx.AsyncClient(base_url=base_url, timeout=WAIT, **client_options)
-    signed_in = await http.post("/login", data={"token": token})
-    assert signed_in.status_code == 303, signed_in.text
-    me = await http.get("/api/me")
-    assert me.status_code == 200, me.text
-    http.headers["x-csrf-token"] = me.json()["csrf_token"]
-    return http
+    async with httpx.AsyncClient(base_url=base_url, timeout=WAIT) as http:
+        signed_in = await http.post("/login", data={"token": token})
+        assert signed_in.status_code == 303, signed_in.text
+        me = await http.get("/api/me")
+        assert me.status_code == 200, me.text
+        http.headers["x-csrf-token"] = me.json()["csrf_token"]
+        yield http
 
 
 async def open_feed(http: httpx.AsyncClient, last_event_id: str | None = None) -> BoardFeed:
