@@ -75,7 +75,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	for conftest in $(wildcard tests/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
+	for conftest in $(wildcard tests/*/conftest.py tests/*/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
 	$(BIN)/buf breaking --against $(PROTO_BASELINE)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from browser_remote import Browser, Page
-from web_support import sign_in, signed_in_http
+from web_support import LaunchWeb, sign_in, signed_in_http
 
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer
@@ -18,8 +18,6 @@ from sessiontodo_web import RunningWeb, Settings, start_web
 FEED_TIMEOUT = 1.0
 """The test boards' silence before "sessiontodo is unreachable"; their servers send PROGRESS every 0.2 s."""
 PROGRESS_INTERVAL = 0.2
-
-LaunchWeb = Callable[..., Awaitable[RunningWeb]]
 
 
 @pytest.fixture

@@ -10,15 +10,15 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from browser_remote import Page
 from pydantic import SecretStr
-from web_support import WAIT, select_session, session_row, signed_in_http, todo_row
+from web_support import WAIT, LaunchWeb, select_session, session_row, signed_in_http, todo_row
 
 from certificates import CertificateAuthority, auth_toml
-from conftest import LaunchWeb
 from sessiontodo_client import ChannelSecurity, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb, Settings
@@ -259,15 +259,19 @@ async def test_a_board_with_a_tenants_token_shows_only_that_tenants_sessions(
     assert "ses_globex" not in shown
 
 
+def settings(**values: Any) -> Settings:
+    return Settings(**values)
+
+
 def test_a_board_on_a_public_address_over_plain_http_refuses_to_start() -> None:
-    refusal = Settings(host="0.0.0.0").refusal()
+    refusal = settings(host="0.0.0.0").refusal()
 
     assert refusal is not None and "over plain HTTP" in refusal
 
 
 @pytest.mark.parametrize("overrides", [{"host": "127.0.0.1"}, {"host": "::1"}, {"host": "0.0.0.0", "insecure": True}])
 def test_loopback_or_an_explicit_insecure_flag_may_serve_plain_http(overrides: dict[str, object]) -> None:
-    assert Settings(**overrides).refusal() is None  # type: ignore[arg-type]
+    assert settings(**overrides).refusal() is None
 
 
 def test_the_process_refusing_a_public_address_says_why_and_exits_1() -> None:

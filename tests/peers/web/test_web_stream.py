@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import httpx
-from conftest import LaunchWeb
-from web_support import WAIT, open_feed, signed_in_http
+from web_support import WAIT, LaunchWeb, open_feed, signed_in_http
 
 from sessiontodo_client import ChangeKind, Todo, TodoClient
 from sessiontodo_server.app import RunningServer

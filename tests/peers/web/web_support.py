@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +17,14 @@ from typing import Any
 import httpx
 from browser_remote import Page
 
+from sessiontodo_web import RunningWeb
 from support import ROOT, free_port
 
 WAIT = 10.0
 """Seconds anything the tests wait for may take."""
+
+LaunchWeb = Callable[..., Awaitable[RunningWeb]]
+"""The ``launch_web`` fixture: start a board with setting overrides (and optionally its own client)."""
 
 
 @dataclass(frozen=True)
