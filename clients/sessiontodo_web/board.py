@@ -159,11 +159,11 @@ class Board:
         return None if state is None else (state.session.revision, state.todos)
 
     async def delivered(self, session_id: str, revision: int) -> None:
-        """Wait (at most ``ready_timeout``) until the board holds ``revision`` of the session (or it is gone)."""
+        """Wait (at most ``ready_timeout``) until the board holds ``revision`` of the session (or a later one)."""
 
         def reached() -> bool:
             state = self._sessions.get(session_id)
-            return state is None or state.session.revision >= revision
+            return state is not None and state.session.revision >= revision
 
         try:
             async with asyncio.timeout(self._ready_timeout):

@@ -48,7 +48,7 @@ class Editor:
         try:
             added = await self._client.add_todo(session_id, todo, body.index, body.expected_revision, origin=ORIGIN)
         except Aborted as error:
-            raise await self._conflict(session_id, error) from None
+            raise await self._conflict(session_id, _actual_revision(error)) from None
         return await self._answer(session_id, added.revision)
 
     async def update(self, session_id: str, todo_id: str, body: UpdateTodoBody) -> SessionDetail:
@@ -63,25 +63,22 @@ class Editor:
                 origin=ORIGIN,
             )
         except Aborted as error:
-            raise await self._conflict(session_id, error) from None
+            raise await self._conflict(session_id, _actual_revision(error)) from None
         return await self._answer(session_id, updated.revision)
 
     async def remove(self, session_id: str, todo_id: str, body: RemoveTodoBody) -> SessionDetail:
         try:
             revision = await self._client.remove_todo(session_id, todo_id, body.expected_revision, origin=ORIGIN)
         except Aborted as error:
-            raise await self._conflict(session_id, error) from None
+            raise await self._conflict(session_id, _actual_revision(error)) from None
         return await self._answer(session_id, revision)
 
     async def reorder(self, session_id: str, body: ReorderBody) -> SessionDetail:
         """Put the list in the order of ``body.todo_ids`` (every id of the list, once each)."""
-        held = self._board.todos(session_id)
-        if held is None:
-            raise UnknownSession(session_id)
-        revision, todos = held
-        if revision != body.expected_revision:
-            raise await self._conflict(session_id, None)
-        by_id = {todo.id: todo for todo in todos}
+        current = await self._client.get_todos(session_id)
+        if current.revision != body.expected_revision:
+            raise await self._conflict(session_id, current.revision)
+        by_id = {todo.id: todo for todo in current.todos}
         if sorted(body.todo_ids) != sorted(by_id):
             raise BadOrder("todo_ids must name every todo of the list exactly once")
         try:
@@ -89,7 +86,7 @@ class Editor:
                 session_id, [by_id[todo_id] for todo_id in body.todo_ids], body.expected_revision, origin=ORIGIN
             )
         except Aborted as error:
-            raise await self._conflict(session_id, error) from None
+            raise await self._conflict(session_id, _actual_revision(error)) from None
         return await self._answer(session_id, written.revision)
 
     async def _answer(self, session_id: str, revision: int) -> SessionDetail:
@@ -99,12 +96,17 @@ class Editor:
             raise UnknownSession(session_id)
         return detail
 
-    async def _conflict(self, session_id: str, error: Aborted | None) -> Conflict:
-        """The conflict, once the board holds the revision that won (the error names it)."""
-        actual = error.metadata.get("actualRevision", "") if error else ""
-        if actual.isdigit():
-            await self._board.delivered(session_id, int(actual))
+    async def _conflict(self, session_id: str, actual_revision: int | None) -> Conflict:
+        """The conflict, once the board holds the revision that won."""
+        if actual_revision is not None:
+            await self._board.delivered(session_id, actual_revision)
         detail = self._board.detail(session_id)
         if detail is None:
             raise UnknownSession(session_id)
         return Conflict(detail)
+
+
+def _actual_revision(error: Aborted) -> int | None:
+    """The revision an ABORTED write found (its ErrorInfo says), if it says."""
+    actual = error.metadata.get("actualRevision", "")
+    return int(actual) if actual.isdigit() else None

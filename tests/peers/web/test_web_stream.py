@@ -31,9 +31,10 @@ async def test_a_new_stream_starts_with_the_whole_board_at_its_cursor(
 
 
 async def test_each_change_is_one_frame_whose_id_is_its_feed_cursor(
-    http: httpx.AsyncClient, client: TodoClient
+    web: RunningWeb, http: httpx.AsyncClient, client: TodoClient
 ) -> None:
     await client.create_session("ses_cursor")
+    await web.board.delivered("ses_cursor", 0)
     feed = await open_feed(http)
     await feed.next_of("reset")
     grpc_feed = client.watch_changes(include_snapshot=True, session_ids=["ses_cursor"])
@@ -50,9 +51,10 @@ async def test_each_change_is_one_frame_whose_id_is_its_feed_cursor(
 
 
 async def test_a_stream_resumed_after_a_cursor_gets_exactly_the_changes_after_it(
-    http: httpx.AsyncClient, client: TodoClient
+    web: RunningWeb, http: httpx.AsyncClient, client: TodoClient
 ) -> None:
     await client.create_session("ses_resume")
+    await web.board.delivered("ses_resume", 0)
     feed = await open_feed(http)
     await feed.next_of("reset")
     await client.replace_todos("ses_resume", [Todo(content="seen")])
@@ -72,9 +74,10 @@ async def test_a_stream_resumed_after_a_cursor_gets_exactly_the_changes_after_it
 
 
 async def test_a_stream_resumed_at_the_newest_cursor_gets_nothing_but_new_changes(
-    http: httpx.AsyncClient, client: TodoClient
+    web: RunningWeb, http: httpx.AsyncClient, client: TodoClient
 ) -> None:
     await client.create_session("ses_current")
+    await web.board.delivered("ses_current", 0)
     feed = await open_feed(http)
     cursor = (await feed.next_of("reset")).id
     await feed.aclose()
@@ -101,6 +104,7 @@ async def test_a_stream_resumed_from_beyond_the_resume_window_gets_the_whole_boa
 ) -> None:
     web = await launch_web(resume_window=2)
     await client.create_session("ses_window")
+    await web.board.delivered("ses_window", 0)
     async with signed_in_http(web.url, viewer_token) as http:
         feed = await open_feed(http)
         await feed.next_of("reset")
@@ -118,8 +122,11 @@ async def test_a_stream_resumed_from_beyond_the_resume_window_gets_the_whole_boa
     assert frame.event == "reset"
 
 
-async def test_a_removed_session_is_one_removed_frame(http: httpx.AsyncClient, client: TodoClient) -> None:
+async def test_a_removed_session_is_one_removed_frame(
+    web: RunningWeb, http: httpx.AsyncClient, client: TodoClient
+) -> None:
     await client.create_session("ses_gone")
+    await web.board.delivered("ses_gone", 0)
     feed = await open_feed(http)
     await feed.next_of("reset")
 

@@ -14,6 +14,7 @@ export class SessionTree {
     this.onCount = onCount;
     this.rows = new Map();
     this.selectedId = null;
+    this.focusedId = null;
     this.filter = { text: '', label: '' };
     root.addEventListener('keydown', (event) => this.keydown(event));
     root.addEventListener('click', (event) => {
@@ -208,16 +209,17 @@ export class SessionTree {
     return [...this.root.querySelectorAll('[role=treeitem]')].filter((item) => !item.closest('[hidden]'));
   }
 
-  /** Exactly one row is in the tab order: the focused, else the selected, else the first shown. */
+  /** Exactly one row is in the tab order: the one last focused, else the selected, else the first shown. */
   ensureTabStop() {
     const visible = this.visibleItems();
-    const current = visible.find((item) => item.tabIndex === 0);
-    const stop = current ?? visible.find((item) => item.dataset.sessionId === this.selectedId) ?? visible[0];
+    const shown = (sessionId) => visible.find((item) => item.dataset.sessionId === sessionId);
+    const stop = shown(this.focusedId) ?? shown(this.selectedId) ?? visible[0];
     for (const item of this.root.querySelectorAll('[role=treeitem][tabindex="0"]')) if (item !== stop) item.tabIndex = -1;
     if (stop) stop.tabIndex = 0;
   }
 
   focusItem(item) {
+    this.focusedId = item.dataset.sessionId;
     for (const other of this.root.querySelectorAll('[role=treeitem][tabindex="0"]')) other.tabIndex = -1;
     item.tabIndex = 0;
     item.focus();
