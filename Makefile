@@ -64,7 +64,7 @@ test: debian-packages setup $(NODE_DEPS)
 	$(BIN)/python -m pytest $(ARGS)
 
 ## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes, written to a temporary folder)
-bench: debian-packages setup
+bench: debian-packages setup $(NODE_DEPS)
 	$(BIN)/python bench/run.py $(ARGS)
 
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.

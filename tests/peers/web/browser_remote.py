@@ -19,8 +19,8 @@ from typing import Any
 REMOTE = Path(__file__).resolve().parent / "browser.mjs"
 ROOT = REMOTE.parents[3]
 CHROMIUM = "/usr/bin/chromium"
-ANSWER_TIMEOUT = 60.0
-"""Seconds an operation may take (Playwright's own waits are given shorter timeouts)."""
+ANSWER_TIMEOUT = 180.0
+"""Seconds an operation may take: longer than any wait given to Playwright, which then reports what it waited for."""
 WAIT_MS = 10_000
 """Milliseconds a page is given to show something (``Page.wait_for``)."""
 
