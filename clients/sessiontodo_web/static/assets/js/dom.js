@@ -1,6 +1,6 @@
 // Elements built from data without ever parsing markup: every string becomes a text node or an
 // attribute value, so a todo reading `<img src=x onerror=…>` shows exactly that text. (The page's
-// Content-Security-Policy requires Trusted Types and allows none: innerHTML would throw.)
+// Content-Security-Policy requires Trusted Types and allows none: writing an HTML string would throw.)
 
 const NEVER_FROM_DATA = /^(on|href$|src$|style$|action$|formaction$)/i;
 
