@@ -48,6 +48,7 @@ FAST_TESTS = [
     "tests/test_first_run.py",
     "tests/opencode/test_opencode_routes.py",
     "tests/acp/test_acp_conversions.py",
+    "tests/peers/web/test_web_api.py",
 ]
 
 

@@ -96,6 +96,7 @@ class Board:
         self._positions: OrderedDict[str, int] = OrderedDict()
         """Cursor → the number of the last frame at or before it, for every cursor still resumable."""
         self._pages: set[PageStream] = set()
+        self._whole_board_frames: bytes | None = None
         self._state: FeedState = "loading"
         self._last_message = clock()
         self._loaded = asyncio.Event()
@@ -192,7 +193,11 @@ class Board:
             self._pages.discard(page)
 
     def _whole_board(self) -> bytes:
-        return frame("reset", self.board_view(), self._cursor) + self._status_frame()
+        """The ``reset`` and ``feed`` frames, encoded once for every page that needs them until anything changes
+        (after a RESET, every page at once)."""
+        if self._whole_board_frames is None:
+            self._whole_board_frames = frame("reset", self.board_view(), self._cursor) + self._status_frame()
+        return self._whole_board_frames
 
     def _status_frame(self) -> bytes:
         return frame("feed", FeedStatus(state=self._state))
@@ -297,6 +302,7 @@ class Board:
             page.push(encoded)
 
     def _remember_position(self, cursor: str) -> None:
+        self._whole_board_frames = None  # every new position comes with a new cursor or new sessions
         self._positions[cursor] = self._sequence
         self._positions.move_to_end(cursor)
         oldest = self._recent[0][0] if self._recent else self._sequence
@@ -325,6 +331,7 @@ class Board:
 
     def _set_state(self, state: FeedState) -> None:
         self._state = state
+        self._whole_board_frames = None
         status = self._status_frame()
         for page in self._pages:
             page.push(status)

@@ -19,7 +19,7 @@ from typing import Any
 REMOTE = Path(__file__).resolve().parent / "browser.mjs"
 ROOT = REMOTE.parents[3]
 CHROMIUM = "/usr/bin/chromium"
-ANSWER_TIMEOUT = 180.0
+ANSWER_TIMEOUT = 900.0
 """Seconds an operation may take: longer than any wait given to Playwright, which then reports what it waited for."""
 WAIT_MS = 10_000
 """Milliseconds a page is given to show something (``Page.wait_for``)."""
@@ -99,9 +99,9 @@ class Page:
         self._browser = browser
         self.name = name
 
-    async def goto(self, url: str) -> int | None:
-        """Load ``url``; the HTTP status of the final answer."""
-        result = await self.call("goto", url)
+    async def goto(self, url: str, **options: Any) -> int | None:
+        """Load ``url`` (Playwright's ``goto`` options, e.g. ``waitUntil``); the HTTP status of the final answer."""
+        result = await self.call("goto", url, options)
         return result["status"]
 
     async def url(self) -> str:

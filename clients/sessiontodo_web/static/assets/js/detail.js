@@ -14,6 +14,7 @@ export class DetailPanel {
     this.parts = parts;
     this.sessionId = null;
     this.detail = null;
+    this.early = [];
     this.removed = false;
     this.rows = new Map();
     fill(parts.addPriority, optionsOf(PRIORITIES));
@@ -29,6 +30,7 @@ export class DetailPanel {
   async show(sessionId) {
     this.sessionId = sessionId;
     this.detail = null;
+    this.early = []; // changes that arrive while the list is being read: applied after it if newer
     this.removed = false;
     this.rows.clear();
     fill(this.parts.todos);
@@ -38,7 +40,9 @@ export class DetailPanel {
     this.parts.body.classList.remove('gone');
     try {
       const detail = await request('GET', sessionPath(sessionId));
-      if (this.sessionId === sessionId) this.render(detail);
+      if (this.sessionId !== sessionId) return;
+      this.render(detail);
+      for (const event of this.early.splice(0)) this.onChange(event);
     } catch (error) {
       if (this.sessionId !== sessionId) return;
       if (error.status === 404) this.gone('This session does not exist (any more).');
@@ -47,7 +51,12 @@ export class DetailPanel {
   }
 
   onChange(event) {
-    if (!this.detail || event.session.id !== this.sessionId || event.session.revision <= this.detail.session.revision) return;
+    if (event.session.id !== this.sessionId) return;
+    if (!this.detail) {
+      this.early.push(event);
+      return;
+    }
+    if (event.session.revision <= this.detail.session.revision) return;
     this.render({ session: event.session, todos: event.todos, changes: [...this.detail.changes, event.change] });
   }
 
