@@ -60,6 +60,7 @@ from versus import (
 )
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+from web import browser_available, measure_web, web_rows
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ class Sizes:
     big_list_samples: int
     opencode_sessions: int
     opencode_samples: int
+    web_sessions: int
+    web_todos: int
+    web_pages: int
+    web_samples: int
+    web_renders: int
 
 
 FULL = Sizes(
@@ -113,6 +119,11 @@ FULL = Sizes(
     big_list_samples=200,
     opencode_sessions=10_000,
     opencode_samples=300,
+    web_sessions=1000,
+    web_todos=20,
+    web_pages=50,
+    web_samples=100,
+    web_renders=5,
 )
 QUICK = Sizes(
     rounds=1,
@@ -138,6 +149,11 @@ QUICK = Sizes(
     big_list_samples=20,
     opencode_sessions=200,
     opencode_samples=20,
+    web_sessions=50,
+    web_todos=20,
+    web_pages=3,
+    web_samples=10,
+    web_renders=2,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -257,6 +273,22 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     sidecar = await measure_opencode(sizes.opencode_sessions, sizes.opencode_samples, cpus.server, scratch)
     figures[7] = opencode_rows(sidecar)
     plotted["opencode"] = sidecar
+
+    if browser_available():
+        progress("figure 13: the web board in chromium: first render, write-to-page p95 with 1 and many pages")
+        web = await measure_web(
+            sizes.web_sessions,
+            sizes.web_todos,
+            sizes.web_pages,
+            sizes.web_samples,
+            sizes.web_renders,
+            cpus.server,
+            scratch,
+        )
+        figures[13] = web_rows(web)
+        plotted["web"] = web
+    else:
+        progress("figure 13 skipped: node, playwright-core (npm ci) or chromium is missing")
 
     if etcd_binary():
         progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")

@@ -31,6 +31,7 @@ FIGURES = (
     "10. durability",
     "11. event loop",
     "12. big lists",
+    "13. web board",
 )
 UNTARGETED = {"9. vs etcd", "11. event loop"}
 """Figures reported as ratios without a target."""
