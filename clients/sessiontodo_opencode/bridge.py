@@ -175,11 +175,13 @@ class TodoBridge:
         return [self._project(project_id, members) for project_id, members in sorted(sessions.items())]
 
     def project_of_directory(self, directory: str) -> Project:
-        """The project of the directory's most recently updated session; this instance's if it has none."""
+        """The project of the directory's most recently updated session (this instance's if it has none),
+        with the directory as its worktree, as upstream's instance for that directory sees it."""
         members = [session for session in self._sessions.values() if self.directory_of(session) == directory]
         newest = max(members, key=lambda session: milliseconds(session.updated_at), default=None)
         project_id = self.project if newest is None else self._project_of(newest)
-        return self._project(project_id, [s for s in self._sessions.values() if self._project_of(s) == project_id])
+        project = self._project(project_id, [s for s in self._sessions.values() if self._project_of(s) == project_id])
+        return project.model_copy(update={"worktree": directory})
 
     def _project(self, project_id: str, members: Sequence[ServiceSession]) -> Project:
         if project_id == self.project or not members:
