@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ class RealAgent:
     """The list a prompt asks for, in the agent's own tool fields."""
     stored: list[tuple[str, str]]
     """The same list as sessiontodo must hold it: ``(content, status)``."""
+    exit_code: int = 0
+    """The proxy's exit code once the editor leaves: the agent's own."""
 
 
 def _private_environment(root: Path, dropped_prefixes: tuple[str, ...]) -> dict[str, str]:
@@ -129,6 +132,7 @@ def claude_agent_acp(root: Path, model: StubModel) -> RealAgent:
         cwd=_project(root),
         todos=todos,
         stored=[(todo["content"], todo["status"]) for todo in todos],
+        exit_code=128 + signal.SIGTERM,  # it ignores the end of its input: the proxy's SIGTERM ends it
     )
 
 

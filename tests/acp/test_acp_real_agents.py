@@ -33,6 +33,8 @@ async def test_the_proxy_mirrors_a_real_acp_agent(server: RunningServer, tmp_pat
                 "ACP_AGENT_ENV": json.dumps(agent.environment),
                 "ACP_AGENT_CWD": str(agent.cwd),
                 "ACP_WAIT_MS": "60000",
+                "ACP_AGENT_EXIT_CODE": str(agent.exit_code),
+                "SESSIONTODO_ACP_AGENT_EXIT_TIMEOUT": "1",
                 "AGENT_NAME": agent.name,
                 "AGENT_TODOS": json.dumps(agent.todos),
                 "AGENT_STORED": json.dumps(agent.stored),

@@ -7,6 +7,8 @@
 //   ACP_PROXY_COMMAND    JSON array: the proxy command line, agent command included
 //   ACP_AGENT_ENV        optional JSON object: environment for the proxy and its agent
 //   ACP_AGENT_CWD        optional: working directory (and session cwd) for the proxy and its agent
+//   ACP_AGENT_EXIT_CODE  optional: the proxy's exit code once the editor leaves (default 0; 143 for an
+//                        agent that ignores the end of its input and is ended by the proxy's SIGTERM)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -31,6 +33,7 @@ const AGENT_ENV = JSON.parse(process.env.ACP_AGENT_ENV ?? '{}');
 export const CWD = process.env.ACP_AGENT_CWD ?? process.cwd();
 const PROTO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../protos');
 export const WAIT_MS = Number(process.env.ACP_WAIT_MS ?? 20_000);
+const EXIT_CODE = Number(process.env.ACP_AGENT_EXIT_CODE ?? 0);
 const CALL_DEADLINE_MS = 10_000;
 
 // sessiontodo over gRPC
@@ -155,7 +158,7 @@ export class Editor {
     const code = await Promise.race([this.exited, timeout]);
     clearTimeout(timer);
     if (code === 'timeout') this.child.kill('SIGKILL');
-    assert.equal(code, 0, 'the proxy exits with the agent exit code after the editor leaves');
+    assert.equal(code, EXIT_CODE, 'the proxy exits with the agent exit code after the editor leaves');
   }
 }
 
