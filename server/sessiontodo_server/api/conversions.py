@@ -8,6 +8,8 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf import duration_pb2
+
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain.store import SessionState
@@ -99,7 +101,7 @@ def session_to_pb(state: SessionState) -> pb.Session:
     return message
 
 
-def seconds(duration: Any) -> float:
+def seconds(duration: duration_pb2.Duration) -> float:
     return duration.seconds + duration.nanos / 1e9
 
 

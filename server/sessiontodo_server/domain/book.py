@@ -89,7 +89,7 @@ class TodoBook:
     def memory_held(self) -> dict[str, int]:
         """Bytes held against each share of the memory budget in this process."""
         lists, history = self._store.held_bytes()
-        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes}
+        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes + self._hub.in_flight}
 
     # Sessions
 

@@ -62,10 +62,10 @@ class TodoStreams:
                 first = missed if missed is not None else [_whole(state, ChangeKind.RESET)]
             last = first[-1].revision if first else state.revision
             for change in first:
-                yield change
+                yield self._hub.hand_over(subscription, change)
             while True:
                 if not await subscription.wait(self._progress_interval):
-                    yield Change(session_id, ChangeKind.PROGRESS, last)
+                    yield self._hub.hand_over(subscription, Change(session_id, ChangeKind.PROGRESS, last))
                     continue
                 if isinstance(subscription.closed, Unavailable):
                     raise subscription.closed
@@ -76,14 +76,14 @@ class TodoStreams:
                     if change.revision != last + 1 and change.kind is not ChangeKind.RESET:
                         lagged = True  # a gap: never skip silently
                         break
-                    yield change
+                    yield self._hub.hand_over(subscription, change)
                     last = change.revision
                 if isinstance(subscription.closed, Change):  # removed: the store holds nothing of ours
-                    yield subscription.closed
+                    yield self._hub.hand_over(subscription, subscription.closed)
                     return
                 if lagged and (latest := await self._store.get(session_id)) and latest.revision > last:
                     self._observer.watch_reset("lagged")
-                    yield _whole(latest, ChangeKind.RESET)
+                    yield self._hub.hand_over(subscription, _whole(latest, ChangeKind.RESET))
                     last = latest.revision
         finally:
             self._hub.unsubscribe(subscription)
@@ -102,16 +102,18 @@ class TodoStreams:
                 last = resume or 0
                 for change in missed:
                     if only.matches(change.session_id, change.info):
-                        yield FeedMessage(change, self._cursor(change.cursor))
+                        yield FeedMessage(self._hub.hand_over(subscription, change), self._cursor(change.cursor))
                     last = change.cursor
             elif resume is not None or include_snapshot:
                 last = 0
                 async for message in self._feed_snapshot(only, reset="history" if resume is not None else None):
+                    self._hub.hand_over(subscription, message.change)
                     yield message
                     last = message.change.cursor
             else:
                 last = self._hub.position
             async for message in self._feed_changes(subscription, only, last):
+                self._hub.hand_over(subscription, message.change)
                 yield message
         finally:
             self._hub.unsubscribe(subscription)
