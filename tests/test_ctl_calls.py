@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_client.resume import ACCEPTED_HEADER
 from sessiontodo_ctl.cli import State, app
 
 SERVICE = pb.DESCRIPTOR.services_by_name["TodoService"]
@@ -284,6 +285,14 @@ def test_health_reports_each_service_and_fails_when_one_is_not_serving(server: F
     assert "NOT_SERVING" in result.stdout
 
 
+def take_stream(server: FakeServer, name: str) -> tuple[Any, Any, Any]:
+    """Take the CLI's next call of the stream ``name`` and answer its headers, as a server does when
+    it accepts the stream; returns (metadata, request, rpc)."""
+    metadata, request, rpc = server.channel.take_unary_stream(method(name))
+    rpc.send_initial_metadata((ACCEPTED_HEADER,))
+    return metadata, request, rpc
+
+
 def _watch_message(kind: pb.ChangeKind.ValueType, revision: int, *contents: str) -> pb.WatchTodosResponse:
     return pb.WatchTodosResponse(
         session_id="s",
@@ -307,7 +316,7 @@ def _lines_when(output: io.StringIO, count: int) -> list[str]:
 def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(server: FakeServer) -> None:
     output = io.StringIO()
     run = server.run("-o", "json", "watch", "s", console=Console(file=output))
-    _, request, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, request, rpc = take_stream(server, "WatchTodos")
     assert request == pb.WatchTodosRequest(session_id="s")
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SNAPSHOT, 4, "a"))
     rpc.send_response(_watch_message(pb.CHANGE_KIND_PROGRESS, 4))
@@ -315,7 +324,7 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
     _lines_when(output, 2)  # grpc_testing drops messages not yet read when a call fails: let the CLI read them
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "server restarting")
 
-    _, resumed, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, resumed, rpc = take_stream(server, "WatchTodos")
     assert resumed.HasField("after_revision") and resumed.after_revision == 5
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 6))
     rpc.terminate((), grpc.StatusCode.OK, "")
@@ -334,7 +343,7 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
 def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer) -> None:
     output = io.StringIO()
     run = server.run("-o", "json", "watch", "s", console=Console(file=output))
-    _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, _, rpc = take_stream(server, "WatchTodos")
     rpc.send_response(_watch_message(99, 1))  # type: ignore[arg-type]
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 2))
     rpc.terminate((), grpc.StatusCode.OK, "")
@@ -343,12 +352,12 @@ def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer
 
     output = io.StringIO()
     run = server.run("-o", "json", "feed", console=Console(file=output))
-    _, _, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, _, rpc = take_stream(server, "WatchChanges")
     rpc.send_response(_feed_message(99, "a", 1, "e.1"))  # type: ignore[arg-type]
     rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 2, ""))  # no cursor of its own
     _lines_when(output, 1)  # read, so that the failure below drops nothing
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
-    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, resumed, rpc = take_stream(server, "WatchChanges")
     assert resumed.after_cursor == "e.1"  # the skipped message's cursor is kept
     rpc.terminate((), grpc.StatusCode.OK, "")
     assert finished(run).exit_code == 0
@@ -357,7 +366,7 @@ def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer
 
 def test_watch_of_a_missing_session_is_an_error(server: FakeServer) -> None:
     run = server.run("watch", "missing")
-    _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, _, rpc = take_stream(server, "WatchTodos")
     rpc.terminate((), grpc.StatusCode.NOT_FOUND, "session not found: 'missing'")
     result = finished(run)
     assert result.exit_code == 1
@@ -381,7 +390,7 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
         "--snapshot",
         console=Console(file=output, width=120),
     )
-    _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, request, rpc = take_stream(server, "WatchChanges")
     assert request.include_snapshot and request.after_cursor == ""
     assert (list(request.filter.session_ids), dict(request.filter.labels)) == (["a", "b"], {"project": "web"})
     todo = pb.Todo(id="t1", content="x", status=pb.TODO_STATUS_COMPLETED, priority=MEDIUM)
@@ -393,7 +402,7 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
     _lines_when(output, 2)
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
 
-    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, resumed, rpc = take_stream(server, "WatchChanges")
     assert (resumed.after_cursor, resumed.include_snapshot) == ("e.8", False)
     rpc.send_response(
         _feed_message(pb.CHANGE_KIND_SESSION_REMOVED, "a", 3, "e.9", removal_reason=pb.REMOVAL_REASON_EXPIRED)
@@ -411,7 +420,7 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
 def test_feed_in_json_prints_each_change_with_its_cursor(server: FakeServer) -> None:
     output = io.StringIO()
     run = server.run("-o", "json", "feed", "--after", "e.3", console=Console(file=output))
-    _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, request, rpc = take_stream(server, "WatchChanges")
     assert (request.after_cursor, request.include_snapshot) == ("e.3", False)
     rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 4, "e.4"))
     _lines_when(output, 1)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+from sessiontodo_acp._signals import FORWARDED_SIGNALS
 
 
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -1,16 +1,29 @@
-"""Typed async client of the sessiontodo gRPC service."""
+"""Typed async client of the sessiontodo gRPC service.
 
-from sessiontodo_client.client import (
+``client`` holds ``TodoClient``; ``errors`` one exception class per status code; ``conversions``
+the pure wire <-> model translations; ``resume`` the watch streams' resume protocol without I/O;
+``retry`` the one retry policy; ``security`` the channel's TLS and token.
+"""
+
+from sessiontodo_client.client import TodoClient
+from sessiontodo_client.errors import (
     Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
     FailedPrecondition,
+    Internal,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PermissionDenied,
     ResourceExhausted,
     ServiceError,
-    TodoClient,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
+    Unknown,
 )
 from sessiontodo_client.models import (
     AddedTodo,
@@ -26,18 +39,27 @@ from sessiontodo_client.models import (
     UpdatedTodo,
     WatchEvent,
 )
+from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
 
 __all__ = [
     "Aborted",
     "AddedTodo",
+    "AlreadyExists",
+    "Cancelled",
     "ChangeKind",
     "ChannelSecurity",
+    "Connection",
+    "ConnectionState",
+    "DataLoss",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "FeedEvent",
+    "Internal",
     "InvalidArgument",
     "NotFound",
+    "OutOfRange",
     "PermissionDenied",
     "RemovalReason",
     "ResourceExhausted",
@@ -53,6 +75,8 @@ __all__ = [
     "TodoStatus",
     "Unauthenticated",
     "Unavailable",
+    "Unimplemented",
+    "Unknown",
     "UpdatedTodo",
     "WatchEvent",
     "is_transient",

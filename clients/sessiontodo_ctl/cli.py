@@ -21,6 +21,7 @@ import typer
 from pydantic import SecretStr, TypeAdapter, ValidationError
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from sessiontodo_client import ChannelSecurity, ServiceError, Todo, TodoPriority, TodoStatus
@@ -137,7 +138,7 @@ def health(ctx: typer.Context) -> None:
     """Whether the server and its TodoService are SERVING (exit status 1 if not)."""
     state = _state(ctx)
     statuses = state.calls.health()
-    table = render.Table("SERVICE", "STATUS")
+    table = Table("SERVICE", "STATUS")
     for service, status in statuses.items():
         table.add_row(service or "(server)", Text(status, "green" if status == "SERVING" else "bold red"))
     state.show(table, {service or "server": status for service, status in statuses.items()})
@@ -311,7 +312,9 @@ def feed(
 ) -> None:
     """Tail every change of every session (or those matching the filters), one line each. Ctrl-C ends it."""
     state = _state(ctx)
-    events = state.calls.feed(after, snapshot, session, parent, _labels(label))
+    events = state.calls.feed(
+        after, include_snapshot=snapshot, session_ids=session, parent_id=parent, labels=_labels(label)
+    )
     try:
         for event in events:
             if state.output is Output.JSON:

@@ -1,6 +1,6 @@
 """The other direction: follow a real OpenCode server and mirror its sessions into sessiontodo.
 
-``OpenCodeMirror`` reads OpenCode's ``/global/event`` stream (every directory's events) and
+``OpenCodeImporter`` reads OpenCode's ``/global/event`` stream (every directory's events) and
 applies, one event at a time and in order: ``session.created`` / ``session.updated`` →
 CreateSession / UpdateSession (labels ``title``, ``directory``, ``project``, ``slug``, and
 ``opencode.server`` naming the server); ``todo.updated`` → ReplaceTodos with the full list;
@@ -53,8 +53,9 @@ def _key(todos: Iterable[Todo]) -> TodoKey:
     return tuple((todo.content, todo.status, todo.priority) for todo in todos)
 
 
-class OpenCodeMirror:
-    """Mirrors one OpenCode server (``http``'s base URL) into the sessiontodo service behind ``client``."""
+class OpenCodeImporter:
+    """Imports one OpenCode server (``http``'s base URL) into the sessiontodo service behind ``client``:
+    one way, OpenCode to sessiontodo (the sidecar serves the other way)."""
 
     def __init__(self, client: TodoClient, http: httpx.AsyncClient, *, retry: RetryPolicy = RetryPolicy()) -> None:
         self._client = client

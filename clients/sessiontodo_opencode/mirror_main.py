@@ -10,7 +10,7 @@ import sys
 import httpx
 
 from sessiontodo_client import TodoClient
-from sessiontodo_opencode.mirror import OpenCodeMirror
+from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MirrorSettings
 
 log = logging.getLogger("sessiontodo_opencode.mirror")
@@ -24,7 +24,7 @@ async def serve(settings: MirrorSettings) -> None:
         httpx.AsyncClient(base_url=settings.opencode, timeout=30.0, auth=auth) as http,
     ):
         log.info("mirroring OpenCode at %s into sessiontodo at %s", settings.opencode, settings.sessiontodo_address)
-        mirroring = asyncio.create_task(OpenCodeMirror(client, http).run())
+        mirroring = asyncio.create_task(OpenCodeImporter(client, http).run())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -102,8 +102,9 @@ def _request_key(request_id: Any) -> str:
     return json.dumps(request_id, sort_keys=True)
 
 
-class PlanMirror:
-    """Mirrors each ACP session's plan between the agent, sessiontodo and the editor."""
+class PlanSync:
+    """Keeps each ACP session's plan in step both ways: the agent's plans into sessiontodo, and
+    sessiontodo's changes by others out to the editor."""
 
     def __init__(
         self,
