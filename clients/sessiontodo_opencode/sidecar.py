@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import socket
@@ -19,6 +20,8 @@ from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.guard import HttpGuard
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
+
+log = logging.getLogger("sessiontodo_opencode")
 
 
 class ListenError(Exception):
@@ -77,7 +80,6 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         catch_up_window=settings.catch_up_window,
         ready_timeout=settings.ready_timeout,
     )
-    await bridge.start()
     metrics = SidecarMetrics() if settings.metrics else None
     app = HttpGuard(
         create_app(
@@ -106,9 +108,18 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     serving = asyncio.get_running_loop().create_task(server.serve())
     while not server.started:
         if serving.done():
-            await bridge.aclose()
             serving.result()
             raise RuntimeError("the sidecar stopped while starting")
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
+    # Said at once: with sessiontodo down, reading its sessions waits for the whole ready timeout.
+    log.info(
+        "listening on http://%s:%d; reading the sessions of sessiontodo at %s (waiting at most %gs; "
+        "requests are answered 503 while it does not answer)",
+        settings.host,
+        port,
+        settings.sessiontodo_address,
+        settings.ready_timeout,
+    )
+    await bridge.start()
     return RunningSidecar(server, serving, bridge, settings.host, port)

@@ -86,6 +86,7 @@ async def contents_in_sessiontodo(client: TodoClient, session_id: str) -> list[d
     return [todo.model_dump(exclude={"id"}) for todo in todos_from_service(todos)]
 
 
+@pytest.mark.timeout(300)
 async def test_the_mirror_copies_every_sessions_lists_and_lifecycle_across_an_opencode_restart(
     opencode: OpenCodeServer, server: RunningServer, mirror: MirrorProcess
 ) -> None:
