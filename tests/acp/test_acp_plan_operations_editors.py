@@ -1,0 +1,27 @@
+"""ACP's next plan protocol with real editors: tests/node/acp_plan_operations.test.mjs on the TypeScript SDK.
+
+The Node suite spawns ``sessiontodo-acp-proxy -- plan_agent.py`` (the Python SDK test agent, which
+sends ``plan`` and ``plan_update`` forms on command) and talks to it as an editor that advertises
+the plan capability (the SDK's unstable entry point) and as one that does not (its stable one).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from sessiontodo_server.app import RunningServer
+from support import ROOT, run_node_suite
+
+NODE_SUITE = ROOT / "tests" / "node" / "acp_plan_operations.test.mjs"
+PLAN_AGENT = Path(__file__).with_name("plan_agent.py")
+
+
+async def test_typescript_sdk_editors_with_and_without_the_plan_capability(server: RunningServer) -> None:
+    proxy = [sys.executable, "-m", "sessiontodo_acp", "--", sys.executable, str(PLAN_AGENT)]
+    run = await run_node_suite(
+        NODE_SUITE, {"SESSIONTODO_ADDRESS": server.address, "ACP_PROXY_COMMAND": json.dumps(proxy)}
+    )
+
+    run.assert_all_passed(at_least=6)
