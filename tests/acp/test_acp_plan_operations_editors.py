@@ -15,6 +15,7 @@ from sessiontodo_server.app import RunningServer
 from support import ROOT, run_node_suite
 
 NODE_SUITE = ROOT / "tests" / "node" / "acp_plan_operations.test.mjs"
+NODE_SUITE_V2 = ROOT / "tests" / "node" / "acp_plan_operations_v2.test.mjs"
 PLAN_AGENT = Path(__file__).with_name("plan_agent.py")
 
 
@@ -25,3 +26,13 @@ async def test_typescript_sdk_editors_with_and_without_the_plan_capability(serve
     )
 
     run.assert_all_passed(at_least=6)
+
+
+async def test_the_typescript_sdks_v2_draft_as_editor_and_agent(server: RunningServer) -> None:
+    agent = ["node", str(ROOT / "tests" / "node" / "acp-v2-agent.mjs")]
+    proxy = [sys.executable, "-m", "sessiontodo_acp", "--", *agent]
+    run = await run_node_suite(
+        NODE_SUITE_V2, {"SESSIONTODO_ADDRESS": server.address, "ACP_PROXY_COMMAND": json.dumps(proxy)}
+    )
+
+    run.assert_all_passed(at_least=3)

@@ -98,14 +98,15 @@ export class Editor {
   /**
    * Start the proxy (which starts the agent) and initialize an ACP connection to it. `sdk`: the SDK
    * entry point the editor is built on (acpUnstable for the next plan protocol), `clientCapabilities`
-   * what it advertises (`{ plan: {} }`: it takes plan_update and plan_removed).
+   * what it advertises (`{ plan: {} }`: it takes plan_update and plan_removed); `initialize`: the whole
+   * initialize params instead (the v2 draft's differ).
    */
-  static async open({ sdk = acp, clientCapabilities = {} } = {}) {
+  static async open({ sdk = acp, clientCapabilities = {}, initialize = null } = {}) {
     const editor = new Editor(sdk);
-    editor.initialized = await editor.agent.request(sdk.methods.agent.initialize, {
-      protocolVersion: sdk.PROTOCOL_VERSION,
-      clientCapabilities,
-    });
+    editor.initialized = await editor.agent.request(
+      sdk.methods.agent.initialize,
+      initialize ?? { protocolVersion: sdk.PROTOCOL_VERSION, clientCapabilities },
+    );
     return editor;
   }
 
