@@ -5,6 +5,8 @@ the pure wire <-> model translations; ``resume`` the watch streams' resume proto
 ``retry`` the one retry policy; ``security`` the channel's TLS and token.
 """
 
+import importlib.metadata
+
 from sessiontodo_client.client import TodoClient
 from sessiontodo_client.errors import (
     Aborted,
@@ -42,6 +44,9 @@ from sessiontodo_client.models import (
 from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""
 
 __all__ = [
     "Aborted",
