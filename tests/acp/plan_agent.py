@@ -124,12 +124,12 @@ class PlanAgent:
 
     async def _send_plan(self, session_id: str, plan: list[Any] | dict[str, Any]) -> None:
         if isinstance(plan, dict) and ("planUpdate" in plan or "planRemoved" in plan):
-            update = (
+            operation = (
                 {"sessionUpdate": "plan_update", "plan": plan["planUpdate"]}
                 if "planUpdate" in plan
                 else {"sessionUpdate": "plan_removed", "planId": plan["planRemoved"]}
             )
-            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": update})
+            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": operation})
             return
         self._last_plans[session_id] = plan
         entries, meta = (plan["entries"], plan.get("_meta")) if isinstance(plan, dict) else (plan, None)
