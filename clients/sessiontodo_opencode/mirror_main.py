@@ -8,12 +8,15 @@ import signal
 import sys
 
 import httpx
+from pydantic import ValidationError
 
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MirrorSettings
 
 log = logging.getLogger("sessiontodo_opencode.mirror")
+
+PROG = "sessiontodo-opencode-mirror"
 
 
 async def serve(settings: MirrorSettings) -> None:
@@ -34,8 +37,21 @@ async def serve(settings: MirrorSettings) -> None:
         await asyncio.gather(mirroring, return_exceptions=True)
 
 
+def _settings(args: list[str]) -> MirrorSettings:
+    """The settings, or one line naming each unusable flag and exit status 2 (as argparse's usage errors)."""
+    try:
+        return MirrorSettings(_cli_parse_args=args)  # type: ignore[call-arg]
+    except ValidationError as error:
+        problems = "; ".join(
+            f"--{'-'.join(map(str, problem['loc'])).replace('_', '-')}: {problem['msg'].removeprefix('Value error, ')}"
+            for problem in error.errors()
+        )
+        print(f"{PROG}: {problems} (--help lists the flags)", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def main() -> None:
-    settings = MirrorSettings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
+    settings = _settings(sys.argv[1:])
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -43,7 +59,7 @@ def main() -> None:
     try:
         asyncio.run(serve(settings))
     except (OSError, ValueError) as error:  # the CA, certificate or token files
-        sys.exit(f"sessiontodo-opencode-mirror: {error}")
+        sys.exit(f"{PROG}: {error}")
 
 
 if __name__ == "__main__":
