@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 
 from sessiontodo_client import NotFound, RetryPolicy, Todo, TodoClient
 from sessiontodo_opencode.mirror import OpenCodeImporter
@@ -111,7 +112,7 @@ def holds(client: TodoClient, session_id: str, *contents: str) -> Callable[[], A
 
 
 async def test_a_reconnection_opencode_never_answers_is_made_again_and_the_lists_are_read_again(
-    client: TodoClient,
+    client: TodoClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     opencode = FakeOpenCode("stream", "hang")
     async with importing(client, opencode, connected_deadline=0.3):
@@ -127,6 +128,7 @@ async def test_a_reconnection_opencode_never_answers_is_made_again_and_the_lists
         await eventually(holds(client, "ses_a", "written while restarting"), timeout=10)
 
     assert opencode.connects >= 3
+    assert "interrupted: no server.connected within 0.3s; reconnecting" in caplog.text
 
 
 async def test_a_list_equal_to_the_one_imported_is_written_again_after_another_client_changed_it(
