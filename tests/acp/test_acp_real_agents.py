@@ -1,6 +1,6 @@
 """The proxy in front of real ACP agents besides OpenCode, with the TypeScript SDK as the editor.
 
-Qwen Code 0.24.4 and claude-agent-acp 0.23.1 (``real_agents``) run offline on the stub model;
+Qwen Code 0.24.4 and claude-agent-acp 0.23.1 (``opencode_real.real_agents``) run offline on the stub model;
 the suite itself is ``tests/node/acp_agents.test.mjs``.
 """
 
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from real_agents import REAL_AGENTS
 
+from opencode_real.real_agents import REAL_AGENTS
 from opencode_real.stub_model import StubModel
 from sessiontodo_server.app import RunningServer
 from support import ROOT, run_node_suite

@@ -7,10 +7,12 @@ acp``) through a custom provider whose ``baseURL`` is ``base_url`` (see
 scripted by the prompt, the same way for both APIs:
 
 - the request offers a todo tool (``TODO_TOOLS``: OpenCode's ``todowrite``, Qwen Code's
-  ``todo_write``, Claude Code's ``TodoWrite``) and no tool result has come back since the last
-  user message that asks: one call of that tool with ``{"todos": <list>}``. The list is the
-  JSON after ``TODOS:`` in that message (build it with ``todo_prompt``, in the fields the
-  agent's tool takes), or ``DEFAULT_TODOS`` when no user message has one;
+  ``todo_write``, Claude Code's ``TodoWrite``; or the one name given to ``StubModel``, e.g. an
+  MCP tool's as the agent exposes it) and no tool result has come back since the last user
+  message that asks: one call of that tool with ``{"todos": <list>}``. The list is the JSON
+  value right after ``TODOS:`` in that message (build it with ``todo_prompt``, in the fields
+  the agent's tool takes; agents may append reminders after it), or ``DEFAULT_TODOS`` when no
+  user message has one;
 - anything else (the tool's result came back, a title request without tools): plain text,
   ``TITLE`` for a request without tools.
 
@@ -76,13 +78,16 @@ def _is_tool_result(message: Mapping[str, Any]) -> bool:
     )
 
 
-def todos_asked_for(request: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:
-    """The todo tool the stub calls for this request and the list it writes, or None for a text answer.
+def todos_asked_for(
+    request: Mapping[str, Any], tools: Sequence[str] = TODO_TOOLS
+) -> tuple[str, list[dict[str, Any]]] | None:
+    """The todo tool (one of ``tools``) the stub calls for this request and the list it writes, or None
+    for a text answer.
 
     Agents add reminders of their own as user messages, so the instruction is read from the last user
     message that has one; a tool result after it means the call was made.
     """
-    offered = [name for name in map(_tool_name, request.get("tools") or ()) if name in TODO_TOOLS]
+    offered = [name for name in map(_tool_name, request.get("tools") or ()) if name in tools]
     messages = request.get("messages") or []
     users = [i for i, message in enumerate(messages) if message.get("role") == "user" and not _is_tool_result(message)]
     if not offered or not users:
@@ -93,15 +98,15 @@ def todos_asked_for(request: Mapping[str, Any]) -> tuple[str, list[dict[str, Any
     text = _text_of(messages[asking])
     if TODOS_MARKER not in text:
         return offered[0], [dict(todo) for todo in DEFAULT_TODOS]
-    todos: list[dict[str, Any]] = json.loads(text.split(TODOS_MARKER, 1)[1].strip().splitlines()[0])
+    todos: list[dict[str, Any]] = json.JSONDecoder().raw_decode(text.split(TODOS_MARKER, 1)[1].lstrip())[0]
     return offered[0], todos
 
 
 class _Decision:
     """What the stub answers a request with, whichever API renders it: one todo tool call, or text."""
 
-    def __init__(self, request: Mapping[str, Any], call_number: int) -> None:
-        asked = todos_asked_for(request)
+    def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
+        asked = todos_asked_for(request, tools)
         self.tool = asked[0] if asked is not None else ""
         self.todos = asked[1] if asked is not None else None
         self.call_number = call_number
@@ -115,8 +120,8 @@ class _Decision:
 class _Answer(_Decision):
     """One chat completion: rendered whole or as stream chunks."""
 
-    def __init__(self, request: Mapping[str, Any], call_number: int) -> None:
-        super().__init__(request, call_number)
+    def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
+        super().__init__(request, call_number, tools)
         self.id = f"chatcmpl-stub{call_number}"
         self.created = int(time.time())
         self.call_id = f"call_stub{call_number}"
@@ -156,8 +161,8 @@ class _Answer(_Decision):
 class _Message(_Decision):
     """One Anthropic Messages answer: rendered whole or as its named stream events."""
 
-    def __init__(self, request: Mapping[str, Any], call_number: int) -> None:
-        super().__init__(request, call_number)
+    def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
+        super().__init__(request, call_number, tools)
         self.id = f"msg_stub{call_number}"
         self.model = str(request.get("model") or MODEL_ID)
         self.stop_reason = "tool_use" if self.todos is not None else "end_turn"
@@ -215,9 +220,9 @@ class _Handler(BaseHTTPRequestHandler):
             request = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
             number = self.server.record(request)
             if route.endswith("/messages"):
-                self._anthropic(request, _Message(request, number))
+                self._anthropic(request, _Message(request, number, self.server.tools))
                 return
-            answer = _Answer(request, number)
+            answer = _Answer(request, number, self.server.tools)
         except (ValueError, TypeError, AttributeError) as error:
             self._json(400, {"error": {"message": f"bad request: {error}", "type": "invalid_request_error"}})
             return
@@ -258,8 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tools: Sequence[str]) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.tools = tools
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -272,12 +278,12 @@ class _Server(ThreadingHTTPServer):
 class StubModel:
     """The stub model on a free loopback port: ``with StubModel() as model: model.base_url``.
 
-    HTTP/1.0, one connection per request: no keep-alive state to go stale across an
-    OpenCode restart.
+    ``tool`` names the one todo tool it calls (default: whichever of ``TODO_TOOLS`` is offered).
+    HTTP/1.0, one connection per request: no keep-alive state to go stale across an OpenCode restart.
     """
 
-    def __init__(self) -> None:
-        self._server = _Server()
+    def __init__(self, tool: str | None = None) -> None:
+        self._server = _Server((tool,) if tool else TODO_TOOLS)
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-model", daemon=True)
 
     @property

@@ -1,4 +1,4 @@
-"""Real ACP agents besides OpenCode, offline: Qwen Code and claude-agent-acp on the stub model.
+"""Real agents besides OpenCode, offline: Qwen Code and claude-agent-acp on the stub model.
 
 Each gets a private ``HOME`` (and XDG dirs) under the test's temporary dir, an environment with
 the inherited keys of its vendor removed, and its model pointed at ``StubModel`` on loopback:
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def _private_environment(root: Path, dropped_prefixes: tuple[str, ...]) -> dict[
     }
 
 
-def _installed(entry: Path) -> str:
+def installed(entry: Path) -> str:
     assert entry.exists(), f"run `npm ci` (make test does): the root lockfile pins {entry.relative_to(ROOT)}"
     return str(entry)
 
@@ -79,8 +80,9 @@ def _project(root: Path) -> Path:
     return project
 
 
-def qwen_code(root: Path, model: StubModel) -> RealAgent:
-    """Qwen Code 0.24.4 in ACP mode (``--acp``), its todo tool enabled, on the OpenAI stub."""
+def qwen_environment(root: Path, model: StubModel, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The environment that runs Qwen Code offline on ``model``, in a private home under ``root`` whose
+    settings are ``QWEN_SETTINGS`` with the top-level keys of ``settings`` put in their place."""
     environment = _private_environment(root, ("QWEN", "OPENAI")) | {
         "OPENAI_BASE_URL": model.base_url,
         "OPENAI_API_KEY": "stub-key",
@@ -89,10 +91,16 @@ def qwen_code(root: Path, model: StubModel) -> RealAgent:
         "QWEN_CODE_DISABLE_PRECONNECT": "1",
         "NO_BROWSER": "1",
     }
-    settings = Path(environment["HOME"]) / ".qwen" / "settings.json"
-    settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text(json.dumps(QWEN_SETTINGS, indent=2))
-    command = ["node", _installed(QWEN_ENTRY), "--acp", "--auth-type", "openai", "--approval-mode", "yolo"]
+    path = Path(environment["HOME"]) / ".qwen" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**QWEN_SETTINGS, **(settings or {})}, indent=2))
+    return environment
+
+
+def qwen_code(root: Path, model: StubModel) -> RealAgent:
+    """Qwen Code 0.24.4 in ACP mode (``--acp``), its todo tool enabled, on the OpenAI stub."""
+    environment = qwen_environment(root, model)
+    command = ["node", installed(QWEN_ENTRY), "--acp", "--auth-type", "openai", "--approval-mode", "yolo"]
     todos = [
         {"id": "1", "content": "Write the failing test", "status": "completed"},
         {"id": "2", "content": "Implement the feature", "status": "in_progress"},
@@ -127,7 +135,7 @@ def claude_agent_acp(root: Path, model: StubModel) -> RealAgent:
     ]
     return RealAgent(
         name="claude-agent-acp",
-        command=["node", _installed(CLAUDE_ACP_ENTRY)],
+        command=["node", installed(CLAUDE_ACP_ENTRY)],
         environment=environment,
         cwd=_project(root),
         todos=todos,
