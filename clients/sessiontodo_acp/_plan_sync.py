@@ -233,9 +233,9 @@ class PlanSync:
         elif content.plan_id == MAIN_PLAN_ID:
             self._on_plan(session_id, content.reading)
         else:
-            child = self._session(plan_session_id(session_id, content.plan_id))
-            child.plan = (session_id, content.plan_id)
-            self._on_plan(plan_session_id(session_id, content.plan_id), content.reading)
+            child_id = plan_session_id(session_id, content.plan_id)
+            self._session(child_id).plan = (session_id, content.plan_id)
+            self._on_plan(child_id, content.reading)
 
     def _on_plan_removed(self, session_id: str, plan_id: Any) -> None:
         if not isinstance(plan_id, str) or not plan_id:
