@@ -1,7 +1,7 @@
 """A real agent on sessiontodo-mcp: Qwen Code 0.24.4, run headless (``-p``) and offline on the stub model.
 
 Qwen Code launches ``sessiontodo-mcp`` over stdio from the ``mcpServers`` of its settings, as a user
-would configure it; the stub model (tests/opencode_real/stub_model.py) answers the prompt with a
+would configure it; the stub model (tests/peers/opencode_real/stub_model.py) answers the prompt with a
 call of the MCP tool as Qwen Code names it (``mcp__<server>__todo_write``). What is asserted is what
 lands in sessiontodo.
 """
@@ -14,13 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import MCP_COMMAND
 
-from opencode_real.real_agents import QWEN_ENTRY, installed, qwen_environment
-from opencode_real.stub_model import StubModel, todo_prompt
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer
-from support import run_node
+from tests.peers.mcp.mcp_support import MCP_COMMAND
+from tests.peers.opencode_real.real_agents import QWEN_ENTRY, installed, qwen_environment
+from tests.peers.opencode_real.stub_model import StubModel, todo_prompt
+from tests.support import run_node
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 SERVER_NAME = "sessiontodo"
 SESSION_ID = "qwen-plan"
