@@ -23,6 +23,8 @@ from tests.support import eventually
 SILENT = 3600.0
 """A silence timeout no test reaches: only the connected deadline may end a stream."""
 FAST = RetryPolicy(initial=0.01, maximum=0.05)
+BOUND = 30.0
+"""Seconds a check may take on a loaded machine; far below the silence timeout, which a hang would need."""
 
 
 def session(session_id: str) -> dict[str, Any]:
@@ -119,13 +121,13 @@ async def test_a_reconnection_opencode_never_answers_is_made_again_and_the_lists
         opencode.frames.put_nowait(CONNECTED)
         opencode.frames.put_nowait(frame("session.created", sessionID="ses_a", info=session("ses_a")))
         opencode.write("ses_a", "before the restart")
-        await eventually(holds(client, "ses_a", "before the restart"))
+        await eventually(holds(client, "ses_a", "before the restart"), timeout=BOUND)
 
         opencode.frames.put_nowait(None)  # OpenCode restarts: its stream ends, the next connection hangs
         opencode.lists["ses_a"] = todos("written while restarting")  # todo.updated is not replayed
         opencode.frames.put_nowait(CONNECTED)  # for the connection after the hung one
 
-        await eventually(holds(client, "ses_a", "written while restarting"), timeout=10)
+        await eventually(holds(client, "ses_a", "written while restarting"), timeout=BOUND)
 
     assert opencode.connects >= 3
     assert "interrupted: no server.connected within 0.3s; reconnecting" in caplog.text
@@ -139,13 +141,13 @@ async def test_a_list_equal_to_the_one_imported_is_written_again_after_another_c
         opencode.frames.put_nowait(CONNECTED)
         opencode.frames.put_nowait(frame("session.created", sessionID="ses_a", info=session("ses_a")))
         opencode.write("ses_a", "the model's plan")
-        await eventually(holds(client, "ses_a", "the model's plan"))
+        await eventually(holds(client, "ses_a", "the model's plan"), timeout=BOUND)
         elsewhere = await client.replace_todos("ses_a", [Todo(content="changed elsewhere")], origin="board")
-        await eventually(lambda: importer.held_revision("ses_a") == elsewhere.revision)
+        await eventually(lambda: importer.held_revision("ses_a") == elsewhere.revision, timeout=BOUND)
 
         opencode.write("ses_a", "the model's plan")  # the model writes its list again, unchanged
 
-        await eventually(holds(client, "ses_a", "the model's plan"))
+        await eventually(holds(client, "ses_a", "the model's plan"), timeout=BOUND)
 
 
 async def test_an_unchanged_list_sessiontodo_holds_is_not_written_again(client: TodoClient) -> None:
@@ -154,10 +156,10 @@ async def test_an_unchanged_list_sessiontodo_holds_is_not_written_again(client: 
         opencode.frames.put_nowait(CONNECTED)
         opencode.frames.put_nowait(frame("session.created", sessionID="ses_a", info=session("ses_a")))
         opencode.write("ses_a", "plan")
-        await eventually(holds(client, "ses_a", "plan"))
+        await eventually(holds(client, "ses_a", "plan"), timeout=BOUND)
         first = (await client.get_todos("ses_a")).revision
         opencode.write("ses_a", "plan")
         opencode.write("ses_b", "marker")  # applied after the repeat, in order
-        await eventually(holds(client, "ses_b", "marker"))
+        await eventually(holds(client, "ses_b", "marker"), timeout=BOUND)
 
     assert (await client.get_todos("ses_a")).revision == first
