@@ -16,8 +16,8 @@ import dataclasses
 import importlib
 import logging
 import os
+import selectors
 import signal
-import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -240,7 +240,7 @@ class AcpPlanProxy:
 
 
 class _FileWriter:
-    """Writes to a regular file (``> out.ndjson``), which never blocks for long, so plain writes do."""
+    """Writes to a regular file (``> out.ndjson``) or ``/dev/null``, which never block for long, so plain writes do."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -255,14 +255,21 @@ class _FileWriter:
 
 
 async def _feed_from_file(fd: int, reader: asyncio.StreamReader) -> None:
-    """Feed a regular file (``< requests.ndjson``) to ``reader``: event-loop pipes refuse regular files."""
+    """Feed a regular file (``< requests.ndjson``) or ``/dev/null`` to ``reader``: the event loop cannot watch them."""
     while chunk := await asyncio.to_thread(os.read, fd, 1 << 16):
         reader.feed_data(chunk)
     reader.feed_eof()
 
 
-def _is_regular_file(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
+def _pollable(fd: int, events: int) -> bool:
+    """Whether the event loop can watch ``fd`` (pipes, sockets, ttys); epoll refuses regular files and
+    ``/dev/null``, which are read and written directly instead."""
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(fd, events)
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 async def _pipe_writer(pipe: IO[bytes]) -> asyncio.StreamWriter:
@@ -279,15 +286,15 @@ async def _pipe_reader(pipe: IO[bytes], limit: int) -> asyncio.StreamReader:
 
 @contextlib.asynccontextmanager
 async def editor_stdio(protocol_output_fd: int, limit: int) -> AsyncIterator[tuple[asyncio.StreamReader, ByteWriter]]:
-    """The editor's ends: stdin as a reader, the protocol output as a writer (pipes, sockets, ttys or files)."""
+    """The editor's ends: stdin as a reader, the protocol output as a writer (pipes, sockets, ttys, files…)."""
     feeder: asyncio.Task[None] | None = None
-    if _is_regular_file(sys.stdin.fileno()):
+    if not _pollable(sys.stdin.fileno(), selectors.EVENT_READ):
         reader = asyncio.StreamReader(limit=limit)
         feeder = asyncio.create_task(_feed_from_file(sys.stdin.fileno(), reader))
     else:
         reader = await _pipe_reader(sys.stdin.buffer, limit)
     writer: ByteWriter
-    if _is_regular_file(protocol_output_fd):
+    if not _pollable(protocol_output_fd, selectors.EVENT_WRITE):
         writer = _FileWriter(protocol_output_fd)
     else:
         writer = await _pipe_writer(os.fdopen(protocol_output_fd, "wb", buffering=0))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
@@ -116,6 +117,15 @@ class MirrorSettings(BaseSettings, ServiceConnection):
     )
     sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
+
+    @field_validator("opencode")
+    @classmethod
+    def _an_http_url(cls, value: str) -> str:
+        """A URL httpx can reach: without a scheme, every request fails and the mirror would retry for ever."""
+        url = urlsplit(value)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"expected the server's URL, such as http://127.0.0.1:4096, got {value!r}")
+        return value
 
 
 CONNECTION_GROUP = {"connection to sessiontodo": ["sessiontodo_address", *ServiceConnection.model_fields]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import socket
@@ -20,6 +21,8 @@ from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.guard import HttpGuard
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
+
+log = logging.getLogger("sessiontodo_opencode")
 
 
 class ListenError(Exception):
@@ -71,7 +74,6 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         catch_up_window=settings.catch_up_window,
         ready_timeout=settings.ready_timeout,
     )
-    await bridge.start()
     metrics = SidecarMetrics() if settings.metrics else None
     app = HttpGuard(
         create_app(
@@ -90,6 +92,22 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
             app, host=host, port=settings.port, shutdown_grace=settings.shutdown_grace
         )
     except BaseException:
+        await bridge.aclose()
+        raise
+    # Said at once: with sessiontodo down, reading its sessions waits for the whole ready timeout.
+    log.info(
+        "listening on http://%s:%d; reading the sessions of sessiontodo at %s (waiting at most %gs; "
+        "requests are answered 503 while it does not answer)",
+        settings.host,
+        port,
+        settings.sessiontodo_address,
+        settings.ready_timeout,
+    )
+    try:
+        await bridge.start()
+    except BaseException:
+        server.should_exit = True
+        await serving
         await bridge.aclose()
         raise
     return RunningSidecar(server, serving, bridge, settings.host, port)

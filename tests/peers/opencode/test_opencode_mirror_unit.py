@@ -68,7 +68,7 @@ async def test_the_mirror_skips_what_it_cannot_apply_and_applies_the_rest(client
                 return False
 
         try:
-            await eventually(mirrored)
+            await eventually(mirrored, timeout=30)
         finally:
             running.cancel()
 
