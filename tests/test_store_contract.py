@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from etcd_support import EtcdCluster
 from redis_support import RedisServer
 
 from sessiontodo_server.domain.errors import (
@@ -32,6 +33,7 @@ from sessiontodo_server.domain.todos import (
     TodoPriority,
     TodoStatus,
 )
+from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.redis import RedisStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
@@ -40,7 +42,7 @@ HISTORY = 4
 FEED_HISTORY = 8
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-fsync", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-fsync", "redis", "etcd"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
     with ExitStack() as servers:
         engines: dict[str, Callable[[], TodoStore]] = {
@@ -50,6 +52,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             "redis": lambda: RedisStore(
                 servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY, FEED_HISTORY
             ),
+            "etcd": lambda: EtcdStore(servers.enter_context(EtcdCluster()).url(), HISTORY, FEED_HISTORY),
         }
         store = engines[request.param]()
         await store.open()

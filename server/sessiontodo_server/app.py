@@ -55,8 +55,9 @@ def open_store(
     budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
     durability: Durability = "process",
 ) -> TodoStore:
-    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
-    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis.
+    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis, or
+    ``etcd[s]://host:2379,host:2379,host:2379/prefix`` for several replicas on an etcd cluster.
     ``durability`` is the sqlite store's (see ``stores/sqlite.py``)."""
     scheme = urlsplit(url).scheme
     if durability != "process" and scheme != "sqlite":
@@ -74,8 +75,13 @@ def open_store(
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
         return RedisStore(url, history_limit, feed_history)
+    if scheme in ("etcd", "etcds"):
+        from sessiontodo_server.stores.etcd import EtcdStore
+
+        return EtcdStore(url, history_limit, feed_history, budget)
     raise ValueError(
-        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db or redis://host:port/db"
+        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db, redis://host:port/db"
+        " or etcd://host:2379,…/prefix"
     )
 
 

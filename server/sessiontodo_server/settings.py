@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     port: int = Field(50051, ge=0, le=65535, description="Port to listen on; 0 picks a free one.")
     store: str = Field(
         DEFAULT_STORE,
-        description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db.",
+        description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db,"
+        " etcd://host:2379,host:2379,host:2379/prefix.",
     )
     durability: Literal["process", "fsync"] = Field(
         "process",

@@ -1,0 +1,86 @@
+"""A replica's own writes, taking their turn in the order etcd committed them.
+
+The book publishes the changes a store call returns, as soon as it returns; the watch (the
+follower) hands over every other change. For this replica's watchers to see changes in commit
+order, a write is answered only once the watch has reached it (so everything before it was
+handed over), and the watch waits there until the write was answered (so nothing after it is
+handed over first). Each write carries a token (``writer.sequence``) in what it puts, so the
+watch knows its own writes; a write that failed or gave up leaves its changes to the watch,
+which then hands them over like anyone else's.
+
+An operation of several Txns (removing more sessions than one Txn may hold) is reached at its
+first: the watch waits there, and skips the operation's later changes, which the book published
+with the first. Another replica's change committed between two of its Txns can then no longer
+be delivered in order: the watch resets every watcher and feed instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sessiontodo_server.domain.todos import Change
+
+
+@dataclass(eq=False)
+class Turn:
+    token: str
+    reached: asyncio.Future[Sequence[Change]]
+    """Set by the watch when it reaches the operation's first Txn (with that Txn's changes)."""
+    released: asyncio.Future[None]
+    """Set when the operation's changes were published (or never will be): the watch goes on."""
+    published: list[Change] = field(default_factory=list)
+    """What the book published for this operation."""
+
+
+class Turns:
+    def __init__(self, writer: str) -> None:
+        self._writer = f"{writer}."
+        self._sequence = 0
+        self._pending: dict[str, Turn] = {}
+        self._published: dict[str, int] = {}
+        """Tokens of operations the book published, with their last cursor: the watch skips their
+        changes until it is past that cursor."""
+        self.last_published = 0
+        """The highest cursor the book published for this replica's operations."""
+
+    def begin(self) -> Turn:
+        self._sequence += 1
+        loop = asyncio.get_running_loop()
+        turn = Turn(f"{self._writer}{self._sequence}", loop.create_future(), loop.create_future())
+        self._pending[turn.token] = turn
+        return turn
+
+    def publish(self, turn: Turn, changes: Sequence[Change]) -> None:
+        """``changes`` are about to be returned (so published) by ``turn``'s operation."""
+        turn.published = list(changes)
+        if changes:
+            self.last_published = max(self.last_published, changes[-1].cursor)
+
+    def end(self, turn: Turn) -> None:
+        """The operation is over: published, failed or given up."""
+        del self._pending[turn.token]
+        if turn.published:
+            self._published[turn.token] = turn.published[-1].cursor
+        if not turn.released.done():
+            turn.released.set_result(None)
+
+    def is_own(self, token: str) -> bool:
+        return token.startswith(self._writer)
+
+    async def hand_over(self, token: str, changes: Sequence[Change]) -> bool:
+        """The watch reached ``changes`` of this replica's operation ``token``: True when the book
+        published them, False when the watch must hand them over itself (the operation failed or
+        gave up before they were published)."""
+        turn = self._pending.get(token)
+        if turn is not None:
+            if not turn.reached.done():
+                turn.reached.set_result(changes)
+            await turn.released
+        last = self._published.get(token)
+        if last is None:
+            return False
+        if changes[-1].cursor >= last:
+            del self._published[token]
+        return True
