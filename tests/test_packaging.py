@@ -34,7 +34,9 @@ PACKAGES = (
 )
 TYPED = ("sessiontodo/v1", *PACKAGES[1:])
 GENERATED = [
-    f"sessiontodo/v1/todo_service{suffix}" for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+    f"{module}{suffix}"
+    for module in ("sessiontodo/v1/todo_service", "sessiontodo_etcd/etcdserverpb/rpc", "sessiontodo_etcd/mvccpb/kv")
+    for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
 RUNTIME_EXTRAS = "opencode,acp,redis,ctl,tracing"
 # Fast tests touching every direct dependency: protobuf and grpcio everywhere, pydantic and

@@ -152,15 +152,22 @@ class EtcdStore:
     # Lifecycle
 
     async def open(self) -> None:
-        """Authenticate, create the store's keys when missing, load the deadlines, start watching."""
+        """Authenticate, create the store's keys when missing, load the deadlines, start watching;
+        members that do not answer are tried again for the store's timeout before giving up."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self._location.timeout
         try:
-            async with self._calls():
-                await self._client.open()
-                revision = await self._load()
-        except Unavailable as error:
-            await self._client.close()
-            members = ", ".join(self._location.endpoints)
-            raise StoreStartupError(f"cannot reach the etcd cluster at {members}") from error
+            while True:
+                try:
+                    async with self._calls():
+                        await self._client.open()
+                        revision = await self._load()
+                    break
+                except Unavailable as error:
+                    if loop.time() >= give_up_at:
+                        members = ", ".join(self._location.endpoints)
+                        raise StoreStartupError(f"cannot reach the etcd cluster at {members}") from error
+                    await asyncio.sleep(0.1)
         except BaseException:
             await self._client.close()
             raise
