@@ -72,7 +72,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	for conftest in $(wildcard tests/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
+	for conftest in $(wildcard tests/*/conftest.py tests/*/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
 	$(BIN)/buf breaking --against $(PROTO_BASELINE)

@@ -26,6 +26,7 @@ from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from support import free_port
 
 T = TypeVar("T")
+_ANY_KEY = pb.RangeRequest(key=b"-")
 
 
 def etcd_binary() -> str:
@@ -59,10 +60,11 @@ class EtcdMember:
             "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
             "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
             "--initial-cluster", initial_cluster, "--initial-cluster-token", "sessiontodo-tests",
-            "--logger", "zap", "--log-level", "warn", "--log-outputs", str(self.data / f"{self.name}.log"),
+            "--logger", "zap", "--log-level", "warn", "--log-outputs", "stderr",
             *tls,
         ]  # fmt: skip
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        with (self.data / f"{self.name}.log").open("ab") as log:  # etcd's and its gRPC library's lines
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
     @property
     def running(self) -> bool:
@@ -148,7 +150,9 @@ class EtcdCluster:
         for member in self.members:
             while member.running:
                 try:
-                    self.call(member, lambda channel: pb_grpc.KVStub(channel).Range(pb.RangeRequest(key=b"-"), timeout=1))
+                    self.call(
+                        member, lambda channel: pb_grpc.KVStub(channel).Range(pb.RangeRequest(key=b"-"), timeout=1)
+                    )
                     break
                 except grpc.RpcError:
                     if time.monotonic() > deadline:

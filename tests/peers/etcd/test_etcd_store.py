@@ -140,7 +140,9 @@ async def test_a_request_id_recorded_through_one_replica_is_honoured_through_ano
     original = await first.write("s", add, expected_revision=None, request_id="req", origin="", now=1.0, limits=LIMITS)
     await _replace(second, "s", "moved on")  # the first replica's cached version is stale now
     retried = await first.write("s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS)
-    elsewhere = await second.write("s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS)
+    elsewhere = await second.write(
+        "s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS
+    )
     assert retried.change is None and retried.result == original.result
     assert elsewhere.change is None and elsewhere.result == original.result
 
@@ -237,9 +239,7 @@ async def test_an_expired_session_is_removed_once_whichever_replicas_reap_it(ope
     await eventually(lambda: all(r.held_bytes()[0] > 0 for r in reapers))  # every replica follows the deadline
     due = [await r.expired(200.0) for r in reapers]
     assert due == [["idle"], ["idle"]]
-    removed = [
-        change for reaper in reapers for change in await reaper.remove_session("idle", RemovalReason.EXPIRED)
-    ]
+    removed = [change for reaper in reapers for change in await reaper.remove_session("idle", RemovalReason.EXPIRED)]
     assert [c.reason for c in removed] == [RemovalReason.EXPIRED]
     await eventually(lambda: len(heard) == 2)
     assert (heard[1].kind, heard[1].reason) == (ChangeKind.SESSION_REMOVED, RemovalReason.EXPIRED)

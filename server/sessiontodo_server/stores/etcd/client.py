@@ -13,6 +13,7 @@ authenticating again when etcd says the token is no longer valid.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,6 +47,8 @@ def unavailable(error: BaseException) -> Unavailable:
     """What clients are told: etcd's own words (which may name its members) stay in the logs."""
     if isinstance(error, grpc.aio.AioRpcError) and error.code() in TRANSIENT:
         log.debug("etcd call failed: %s %s", error.code().name, error.details())
+    elif isinstance(error, TimeoutError):
+        log.debug("etcd call timed out")
     else:
         log.warning("etcd call failed: %r", error)
     return Unavailable("the store is unreachable; retry")
@@ -63,7 +66,10 @@ class EtcdClient:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._current = 0
         """The member calls go to (an index into ``location.endpoints``)."""
+        self._failed_at = [0.0] * len(location.endpoints)
+        """When each member last failed a call (monotonic seconds)."""
         self._token: tuple[tuple[str, str], ...] = ()
+        self._failure_listeners: list[Callable[[int], None]] = []
 
     def _channel(self, endpoint: str) -> grpc.aio.Channel:
         channel = self._channels.get(endpoint)
@@ -84,11 +90,20 @@ class EtcdClient:
         return self._current, self._channel(self.location.endpoints[self._current])
 
     def failed(self, member: int) -> None:
-        """``member`` stopped answering: the next calls go to the next member (once per failure,
-        however many calls in flight saw it)."""
+        """``member`` stopped answering: the next calls go to the member that failed longest ago
+        (once per failure, however many calls in flight saw it), and the watch leaves it too."""
+        self._failed_at[member] = time.monotonic()
         if member == self._current:
-            self._current = (member + 1) % len(self.location.endpoints)
-            log.info("etcd member %d of %d not answering; trying the next", member + 1, len(self._channels))
+            count = len(self.location.endpoints)
+            after = [(member + step) % count for step in range(1, count + 1)]
+            self._current = min(after, key=self._failed_at.__getitem__)
+            log.debug("etcd member %d of %d not answering; trying the next", member + 1, len(self.location.endpoints))
+        for listener in self._failure_listeners:
+            listener(member)
+
+    def on_failure(self, listener: Callable[[int], None]) -> None:
+        """``listener(member)`` whenever a call to ``member`` failed as if it were gone."""
+        self._failure_listeners.append(listener)
 
     async def open(self) -> None:
         """Authenticate when the URL has a user; a refusal is a startup error."""

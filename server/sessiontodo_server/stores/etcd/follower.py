@@ -4,7 +4,8 @@ The watch starts after the last revision handed over, so after a lost connection
 crash or a leader election it resumes on another member exactly where it stopped — etcd keeps
 the history until it is compacted. It asks for etcd's progress notifications, and asks for
 progress itself every ``PROGRESS_SECONDS``: a stream that answers nothing for
-``SILENT_SECONDS`` (a frozen or cut-off member) is given up and opened on the next member.
+``SILENT_SECONDS`` (a frozen or cut-off member) is given up and opened on the next member — at
+once when the store's calls to that member fail.
 
 When the history it needs was compacted away, or etcd came back without it (a new cluster, a
 restored backup), it cannot tell what changed: the store resynchronises (``resync``), which
@@ -60,6 +61,15 @@ class Follower:
         """Whether the current stream was opened (then its failure is a first failure)."""
         self._down = False
         """Whether etcd was reported unavailable."""
+        self._member = -1
+        """The member the current stream reads from."""
+        self._abandoned: asyncio.Future[None] | None = None
+        """Set when calls to that member fail: the stream is given up without waiting for silence."""
+        client.on_failure(self._member_failed)
+
+    def _member_failed(self, member: int) -> None:
+        if member == self._member and self._abandoned is not None and not self._abandoned.done():
+            self._abandoned.set_result(None)
 
     def on_availability(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         self._availability = listener
@@ -99,6 +109,7 @@ class Follower:
     async def _follow(self) -> None:
         """One watch stream, until it fails."""
         member, channel = self._client.member()
+        self._member, self._abandoned = member, asyncio.get_running_loop().create_future()
         call = pb_grpc.WatchStub(channel).Watch(metadata=self._client.metadata)
         reading: asyncio.Future[pb.WatchResponse] | None = None
         try:
@@ -113,7 +124,11 @@ class Follower:
             while True:
                 if reading is None:
                     reading = asyncio.ensure_future(call.read())
-                done, _ = await asyncio.wait([reading], timeout=PROGRESS_SECONDS)
+                done, _ = await asyncio.wait(
+                    [reading, self._abandoned], timeout=PROGRESS_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
+                if self._abandoned.done():
+                    raise ConnectionError(f"calls to etcd member {member + 1} failed")
                 if not done:
                     silent += PROGRESS_SECONDS
                     if silent >= SILENT_SECONDS:
