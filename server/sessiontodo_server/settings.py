@@ -35,6 +35,12 @@ class Settings(BaseSettings):
         description="sqlite store: acknowledge writes once they survive a process crash (process) or an OS crash"
         " and power loss too (fsync: synchronous=FULL, group-committed).",
     )
+    redis_wait_replicas: int = Field(
+        0,
+        ge=0,
+        description="Redis store: answer a write only once this many Redis replicas have it (WAIT), so that promoting"
+        " one after the primary dies loses no acknowledged write; UNAVAILABLE when they do not confirm in time.",
+    )
     history_limit: int = Field(64, ge=0, description="Changes kept per session for resuming watchers.")
     feed_history: int = Field(
         4096, ge=0, description="Changes kept server-wide for resuming WatchChanges feeds by cursor."
