@@ -30,6 +30,7 @@ import grpc
 
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
+from etcd_store import etcd_store_rows, measure_etcd_store
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -87,6 +88,7 @@ class Sizes:
     big_list_samples: int
     opencode_sessions: int
     opencode_samples: int
+    etcd_store_writers: int
 
 
 FULL = Sizes(
@@ -113,6 +115,7 @@ FULL = Sizes(
     big_list_samples=200,
     opencode_sessions=10_000,
     opencode_samples=300,
+    etcd_store_writers=32,
 )
 QUICK = Sizes(
     rounds=1,
@@ -138,6 +141,7 @@ QUICK = Sizes(
     big_list_samples=20,
     opencode_sessions=200,
     opencode_samples=20,
+    etcd_store_writers=8,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -280,6 +284,22 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         plotted["redis"] = {"store_against_floor": floor, "processes": processes}
     else:
         progress("figures 6 and 8 skipped: redis-server is not installed")
+
+    if etcd_binary() and shutil.which("redis-server"):
+        progress("figure 13: the etcd store against raw etcd Puts on one 3-member cluster, and against the Redis store")
+        etcd_store = await measure_etcd_store(
+            sizes.replica_samples * 5,
+            sizes.rounds,
+            sizes.replica_samples,
+            sizes.etcd_store_writers,
+            sizes.seconds,
+            server_cpus=cpus.server,
+            log_dir=scratch,
+        )
+        figures[13] = etcd_store_rows(etcd_store)
+        plotted["etcd_store"] = etcd_store
+    else:
+        progress("figure 13 skipped: etcd or redis-server is not installed")
     return [row for figure in sorted(figures) for row in figures[figure]], plotted
 
 
