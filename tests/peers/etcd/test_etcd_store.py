@@ -21,7 +21,7 @@ from sessiontodo_server.domain.mutations import AddTodo, Mutation, ReplaceTodos
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, StoreStartupError, Written
 from sessiontodo_server.domain.todos import EVERY_SESSION, Change, ChangeKind, Limits, RemovalReason, SessionInfo, Todo
 from sessiontodo_server.settings import redact_url
-from sessiontodo_server.stores.etcd import EtcdStore, parse_etcd_url
+from sessiontodo_server.stores.etcd import EtcdStore, parse_etcd_url, tree
 from sessiontodo_server.stores.etcd import store as etcd_store
 from support import eventually
 
@@ -186,7 +186,7 @@ async def test_a_tree_larger_than_one_txn_is_removed_parents_first_with_every_de
     remover, other = await open_replica(), await open_replica()
     heard = _listen(other)
     await _create(remover, "root")
-    children = [f"child{n:02}" for n in range(etcd_store.SESSIONS_PER_TXN + 10)]
+    children = [f"child{n:02}" for n in range(tree.SESSIONS_PER_TXN + 10)]
     for child in children:
         await _create(remover, child, "root")
     await _create(remover, "grandchild", children[-1])
@@ -212,16 +212,15 @@ async def test_a_removal_of_several_txns_interleaved_with_another_replica_resets
     await _create(remover, "root")
     await _create(remover, "child", "root")
     await _create(remover, "other")
-    monkeypatch.setattr(etcd_store, "SESSIONS_PER_TXN", 1)
-    read_tree = remover._read_tree
+    monkeypatch.setattr(tree, "SESSIONS_PER_TXN", 1)
     interleaved: list[Change] = []
 
-    async def read_between(roots: list[str]) -> Any:
-        if roots == ["child"]:
+    async def read_between(*args: Any) -> Any:
+        if args[-1] == ["child"]:
             interleaved.append(await _replace(writer, "other", "in between"))
-        return await read_tree(roots)
+        return await tree.read_tree(*args)
 
-    monkeypatch.setattr(remover, "_read_tree", read_between)
+    monkeypatch.setattr(etcd_store, "read_tree", read_between)
     removed = await remover.remove_session("root", RemovalReason.REMOVED)
     assert [c.session_id for c in removed] == ["root", "child"]
     await eventually(lambda: len(heard) == 2)

@@ -50,10 +50,10 @@ class SessionCache:
             _, (_, evicted) = self._entries.popitem(last=False)
             self.bytes -= evicted
 
-    def refresh(self, session_id: str, version: Version) -> None:
-        """Another replica's write: kept only for a session already cached."""
-        if session_id in self._entries:
-            self.put(session_id, version)
+    def older(self, session_id: str, revision: int) -> bool:
+        """Whether the session is cached at a version older than ``revision``."""
+        entry = self._entries.get(session_id)
+        return entry is not None and entry[0].revision < revision
 
     def discard(self, session_id: str) -> None:
         entry = self._entries.pop(session_id, None)

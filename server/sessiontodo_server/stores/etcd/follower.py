@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 
@@ -30,6 +29,7 @@ from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain.errors import Unavailable
 from sessiontodo_server.stores.etcd.client import EtcdClient
+from sessiontodo_server.stores.etcd.events import by_revision
 from sessiontodo_server.stores.etcd.keys import range_end
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,8 @@ class Follower:
                     silent += PROGRESS_SECONDS
                     if silent >= SILENT_SECONDS:
                         raise TimeoutError(f"etcd member {member + 1} silent for {silent:.0f}s")
+                    if call.done():  # ended meanwhile: its status is read next
+                        continue
                     await call.write(pb.WatchRequest(progress_request=pb.WatchProgressRequest()))
                     continue
                 response = reading.result()
@@ -167,12 +169,3 @@ class Follower:
     async def _announce(self, available: bool) -> None:
         if self._availability is not None:
             await self._availability(available)
-
-
-def by_revision(events: Iterable[kv_pb2.Event]) -> list[tuple[int, list[kv_pb2.Event]]]:
-    """Events grouped by revision, in order (etcd sends them in revision order)."""
-    return [(revision, list(group)) for revision, group in itertools.groupby(events, key=_revision)]
-
-
-def _revision(event: kv_pb2.Event) -> int:
-    return event.kv.mod_revision

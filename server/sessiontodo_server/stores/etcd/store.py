@@ -20,14 +20,13 @@ import asyncio
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 
 import grpc
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
-from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain import mutations
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
@@ -59,59 +58,29 @@ from sessiontodo_server.domain.todos import (
     SessionInfo,
     is_global_list,
 )
-from sessiontodo_server.stores.etcd import deadlines
+from sessiontodo_server.stores.etcd import deadlines, txns
 from sessiontodo_server.stores.etcd.cache import SessionCache, Version
 from sessiontodo_server.stores.etcd.client import EtcdClient, unavailable
 from sessiontodo_server.stores.etcd.deadlines import Deadlines
-from sessiontodo_server.stores.etcd.follower import Follower, HistoryLost, by_revision
+from sessiontodo_server.stores.etcd.events import DELETE, changes_of, cursor, revision_of
+from sessiontodo_server.stores.etcd.follower import Follower, HistoryLost
+from sessiontodo_server.stores.etcd.history import PAGE, feed_between, pages, session_history
 from sessiontodo_server.stores.etcd.keys import Keys, parse_etcd_url, range_end
 from sessiontodo_server.stores.etcd.records import (
-    Mark,
     Record,
     decode_mark,
     decode_record,
     decode_result,
-    encode_mark,
     encode_record,
     encode_result,
 )
+from sessiontodo_server.stores.etcd.tree import SESSIONS_PER_TXN, read_tree, removal
 from sessiontodo_server.stores.etcd.turns import Turn, Turns
 
 log = logging.getLogger(__name__)
 
-CHANGES_PER_REVISION = 1000
-"""A feed cursor is ``revision * 1000 - n``, for a change with n more after it in the Txn etcd committed
-at that revision: its last change (the only one, but for removals) is ``revision * 1000``, which also
-stands for everything up to that revision (a snapshot's cursor)."""
-
-SESSIONS_PER_TXN = 25
-"""Sessions one removal Txn removes: five operations each, within etcd's default --max-txn-ops (128)."""
-
-PAGE = 256
-"""Keys read per Range when listing or snapshotting."""
-
 PRUNE_REQUESTS_EVERY = 1000
 """Every this many revisions of a session, its request ids past retention are forgotten."""
-
-_PUT, _DELETE = kv_pb2.Event.PUT, kv_pb2.Event.DELETE
-
-
-def cursor(revision: int, later: int = 0) -> int:
-    return revision * CHANGES_PER_REVISION - later
-
-
-def revision_of(position: int) -> int:
-    """The revision of the Txn that made the change at feed cursor ``position``."""
-    return -(-position // CHANGES_PER_REVISION)
-
-
-@dataclass(frozen=True, slots=True)
-class _Tree:
-    """Sessions to remove in one Txn, read at one revision, and those left for the next Txns."""
-
-    revision: int
-    versions: list[tuple[str, Version]]
-    rest: list[str]
 
 
 @dataclass
@@ -147,6 +116,8 @@ class EtcdStore:
         self._task: asyncio.Task[None] | None = None
         self._delivered = 0
         """Every change up to this cursor was handed over by the watch (or published by its writer)."""
+        self._reached: deque[tuple[str, Sequence[Change]]] = deque()
+        """Changes of this replica's writes the watch reached, whose writers may not have answered yet."""
         self.feed_epoch = ""
 
     # Lifecycle
@@ -196,7 +167,7 @@ class EtcdStore:
         )
         last = (await self._client.range(newest)).kvs[0].mod_revision  # meta exists: never empty
         self._deadlines.clear()
-        async for kv in self._pages(self._keys.deadlines, range_end(self._keys.deadlines), revision):
+        async for kv in pages(self._client, self._keys.deadlines, range_end(self._keys.deadlines), revision):
             self._deadlines.set(self._keys.session_id(kv.key), float(kv.value), kv.mod_revision)
         self._delivered = cursor(last)
         return revision
@@ -207,21 +178,22 @@ class EtcdStore:
         epoch = os.urandom(6).hex().encode()
         empty = encode_record(Record("", 0, None, "", "", 0, SessionInfo(), ()))
         txn = pb.TxnRequest(
-            compare=[_absent(meta)],
-            success=[_put(meta, epoch), _put(global_list, empty)],
-            failure=[_get(meta)],
+            compare=[txns.absent(meta)],
+            success=[txns.put(meta, epoch), txns.put(global_list, empty)],
+            failure=[txns.get(meta)],
         )
         response = await self._client.txn(txn)
         if response.succeeded:
             log.info("created the etcd store's keys under %r", self._keys.prefix.decode())
             return epoch.decode()
         stored: bytes = response.responses[0].response_range.kvs[0].value
-        missing = pb.TxnRequest(compare=[_absent(global_list)], success=[_put(global_list, empty)])
+        missing = pb.TxnRequest(compare=[txns.absent(global_list)], success=[txns.put(global_list, empty)])
         await self._client.txn(missing)
         return stored.decode()
 
     async def _resync(self) -> int:
         """History this replica needed is gone: reload, and every watcher and feed re-reads."""
+        await self._settle()
         async with self._calls():
             revision = await self._load()
         self._cache.clear()
@@ -238,26 +210,6 @@ class EtcdStore:
 
     # The watch
 
-    def _changes(self, revision: int, events: Iterable[kv_pb2.Event]) -> tuple[str, list[Change]]:
-        """The changes a revision's events carry, in order, and the token of the write that made them."""
-        token, changes = "", []
-        for event in events:
-            kind = self._keys.kind(event.kv.key)
-            if event.type != _PUT or kind not in (b"s/", b"m/"):
-                continue
-            session_id = self._keys.session_id(event.kv.key)
-            if kind == b"s/":
-                record = decode_record(event.kv.value)
-                change = record.change(session_id, cursor(revision))
-                token = record.token
-            else:
-                mark = decode_mark(event.kv.value)
-                change, token = mark.change(session_id, cursor(revision, mark.later)), mark.token
-            if change is not None:
-                changes.append(change)
-        changes.sort(key=_cursor)
-        return token, changes
-
     async def _deliver(self, revision: int, events: Sequence[kv_pb2.Event]) -> None:
         """One revision's events: the cache and the deadlines follow them; their changes are handed
         over, unless this replica's own write is publishing them."""
@@ -265,39 +217,59 @@ class EtcdStore:
             key, kind = event.kv.key, self._keys.kind(event.kv.key)
             if kind == b"s/":
                 session_id = self._keys.session_id(key)
-                if event.type == _DELETE:
+                if event.type == DELETE:
                     self._cache.discard(session_id)
-                else:
-                    self._cache.refresh(session_id, Version(revision, decode_record(event.kv.value)))
+                elif self._cache.older(session_id, revision):  # another replica's write to a cached session
+                    self._cache.put(session_id, Version(revision, decode_record(event.kv.value)))
             elif kind == b"d/":
                 session_id = self._keys.session_id(key)
-                if event.type == _DELETE:
+                if event.type == DELETE:
                     self._deadlines.discard(session_id)
                 else:
                     self._deadlines.set(session_id, float(event.kv.value), revision)
-            elif key == self._keys.meta and event.type == _DELETE:
+            elif key == self._keys.meta and event.type == DELETE:
                 raise HistoryLost("the store's keys were deleted")
-        token, changes = self._changes(revision, events)
-        if not changes or (self._turns.is_own(token) and await self._turns.hand_over(token, changes)):
+        token, changes = changes_of(self._keys, revision, events)
+        if not changes:
             return
+        if self._turns.is_own(token) and self._turns.reach(token, changes):
+            self._reached.append((token, changes))
+            return
+        await self._settle()
+        self._hand_over(changes)
+
+    async def _settle(self) -> None:
+        """Wait until this replica's writes the watch reached are answered; hand over the changes of
+        those that gave up."""
+        while self._reached:
+            token, changes = self._reached.popleft()
+            if not await self._turns.settle(token, changes):
+                self._hand_over(changes)
+
+    def _hand_over(self, changes: Sequence[Change]) -> None:
         if changes[0].cursor < self._turns.last_published:
-            # An operation of several Txns was published past this change: it can no longer come in order.
+            # Published past already (a removal of several Txns, or an own write that gave up): it
+            # can no longer come in order, so every watcher and feed re-reads instead.
             self._listener(Change("", ChangeKind.RESET, 0, cursor=self._turns.last_published))
         for change in changes:
             self._listener(change)
         self._delivered = max(self._delivered, changes[-1].cursor)
 
-    async def _reached(self, turn: Turn) -> None:
-        """Wait until the watch reached ``turn``'s first Txn (everything before it was handed over)."""
+    async def _reached_by_watch(self, turn: Turn) -> None:
+        """Wait until the watch reached ``turn``'s first Txn (everything before it was handed over)
+        and this replica's write reached before it was answered."""
         try:
             async with asyncio.timeout(self._location.timeout):
-                await asyncio.shield(turn.reached)
+                await turn.answered_in_order()
         except TimeoutError:
             log.warning("a write committed in etcd was not seen on the watch in time; answered UNAVAILABLE")
             raise Unavailable("the store is unreachable; retry") from None
 
     def _publish(self, turn: Turn, changes: Sequence[Change]) -> None:
         """``changes`` are returned (and so published) now."""
+        if changes and changes[0].cursor < self._turns.last_published:
+            # A removal of several Txns was published past it: every watcher and feed re-reads.
+            self._listener(Change("", ChangeKind.RESET, 0, cursor=self._turns.last_published))
         self._turns.publish(turn, changes)
         if changes:
             self._delivered = max(self._delivered, changes[-1].cursor)
@@ -313,7 +285,7 @@ class EtcdStore:
                 async with self._creating:  # the session limit holds exactly within one replica
                     state, created = await self._create(session_id, info, max_sessions, origin, turn.token)
                 if created is not None:
-                    await self._reached(turn)
+                    await self._reached_by_watch(turn)
                     self._publish(turn, [created])
             return state, created
         finally:
@@ -323,9 +295,13 @@ class EtcdStore:
         self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, token: str
     ) -> tuple[SessionState, Change | None]:
         key, mark_key = self._keys.session(session_id), self._keys.mark(session_id)
-        reads = [_get(key), _get(mark_key), _get(self._keys.sessions, range_end(self._keys.sessions), count_only=True)]
+        reads = [
+            txns.get(key),
+            txns.get(mark_key),
+            txns.get(self._keys.sessions, range_end(self._keys.sessions), count_only=True),
+        ]
         if info.parent_id:
-            reads.append(_get(self._keys.session(info.parent_id), count_only=True))
+            reads.append(txns.get(self._keys.session(info.parent_id), count_only=True))
         while True:
             found = (await self._client.txn(pb.TxnRequest(success=reads), writes=False)).responses
             if existing := found[0].response_range.kvs:
@@ -340,13 +316,13 @@ class EtcdStore:
             marks = found[1].response_range.kvs
             revision = decode_mark(marks[0].value).revision + 1 if marks else 0
             record = Record(token, revision, ChangeKind.SESSION_CREATED, "", origin, 0, info, ())
-            compare = [_absent(key), _version(mark_key, marks[0].mod_revision if marks else 0)]
-            writes = [_put(key, encode_record(record)), _delete(mark_key)]
+            compare = [txns.absent(key), txns.written_at(mark_key, marks[0].mod_revision if marks else 0)]
+            writes = [txns.put(key, encode_record(record)), txns.delete(mark_key)]
             if info.parent_id:
-                compare.append(_exists(self._keys.session(info.parent_id)))
-                writes.append(_put(self._keys.child(info.parent_id, session_id), b""))
+                compare.append(txns.exists(self._keys.session(info.parent_id)))
+                writes.append(txns.put(self._keys.child(info.parent_id, session_id), b""))
             if info.expires_at is not None:
-                writes.append(_put(self._keys.deadline(session_id), repr(info.expires_at).encode()))
+                writes.append(txns.put(self._keys.deadline(session_id), repr(info.expires_at).encode()))
             response = await self._client.txn(pb.TxnRequest(compare=compare, success=writes))
             if response.succeeded:
                 self._cache.put(session_id, Version(response.header.revision, record))
@@ -388,83 +364,35 @@ class EtcdStore:
     async def _remove_trees(
         self, roots: list[str], reason: RemovalReason, origin: str, turn: Turn, claimed: int | None
     ) -> list[Change]:
-        """Remove ``roots`` and their descendants, parents before children, up to ``SESSIONS_PER_TXN``
-        in each Txn. A Txn compares every session it removes and that none of them got a child since
-        they were read; ``claimed`` (an expiry) compares the first root's deadline too: if it moved
-        (the session was written meanwhile), nothing is removed."""
+        """Remove ``roots`` and their descendants (``tree.py``); ``claimed`` (an expiry) also compares
+        the first root's deadline: if it moved (the session was written meanwhile), nothing is removed."""
         removals: list[Change] = []
         pending = list(dict.fromkeys(roots))
         while pending:
-            tree = await self._read_tree(pending)
-            if not tree.versions:
-                pending = tree.rest
+            found = await read_tree(self._client, self._keys, pending)
+            if not found.versions:
+                pending = found.rest
                 continue
-            compare, writes, marks = [], [], []
-            for n, (session_id, version) in enumerate(tree.versions):
-                record = version.record
-                mark = Mark(turn.token, record.revision + 1, reason, origin, record.info, len(tree.versions) - 1 - n)
-                marks.append((session_id, mark))
-                compare += [
-                    _version(self._keys.session(session_id), version.revision),
-                    _no_key_since(self._keys.children(session_id), tree.revision),
-                ]
-                writes += [
-                    _delete(self._keys.session(session_id)),
-                    _delete(self._keys.deadline(session_id)),
-                    _delete(self._keys.requests(session_id), range_end(self._keys.requests(session_id))),
-                    _put(self._keys.mark(session_id), encode_mark(mark)),
-                ]
-                if record.info.parent_id:
-                    writes.append(_delete(self._keys.child(record.info.parent_id, session_id)))
+            compare, writes, marks = removal(self._keys, found, turn.token, reason, origin)
             deadline = self._keys.deadline(roots[0])
             if claimed is not None:
-                compare.append(_version(deadline, claimed))
-            txn = pb.TxnRequest(compare=compare, success=writes, failure=[_get(deadline)])
-            response = await self._client.txn(txn)
+                compare.append(txns.written_at(deadline, claimed))
+            response = await self._client.txn(
+                pb.TxnRequest(compare=compare, success=writes, failure=[txns.get(deadline)])
+            )
             if not response.succeeded:
                 kvs = response.responses[0].response_range.kvs
                 if claimed is not None and (not kvs or kvs[0].mod_revision != claimed):
                     return removals  # written (or removed) since it was due: not expired
                 continue  # a session changed or got a child: read again
             claimed = None
-            revision = response.header.revision
             for session_id, mark in marks:
                 self._cache.discard(session_id)
-                removals.append(mark.change(session_id, cursor(revision, mark.later)))
+                removals.append(mark.change(session_id, cursor(response.header.revision, mark.later)))
             if not turn.reached.done():
-                await self._reached(turn)
-            pending = tree.rest
+                await self._reached_by_watch(turn)
+            pending = found.rest
         return removals
-
-    async def _read_tree(self, roots: list[str]) -> _Tree:
-        """Up to ``SESSIONS_PER_TXN`` of ``roots`` and their descendants, breadth first, read at one
-        revision; the ids left over (roots and children not taken) for the next Txns."""
-        versions: list[tuple[str, Version]] = []
-        queue = deque(roots)
-        seen = set(roots)
-        revision = 0
-        while queue and len(versions) < SESSIONS_PER_TXN:
-            level = [queue.popleft() for _ in range(min(len(queue), SESSIONS_PER_TXN - len(versions)))]
-            reads = []
-            for session_id in level:
-                reads += [_get(self._keys.session(session_id), revision=revision)]
-                children = self._keys.children(session_id)
-                reads += [_get(children, range_end(children), keys_only=True, revision=revision)]
-            response = await self._client.txn(pb.TxnRequest(success=reads), writes=False)
-            revision = revision or response.header.revision
-            found = response.responses
-            for n, session_id in enumerate(level):
-                kvs = found[2 * n].response_range.kvs
-                if not kvs:
-                    continue  # removed meanwhile
-                versions.append((session_id, Version(kvs[0].mod_revision, decode_record(kvs[0].value))))
-                prefix = len(self._keys.children(session_id))
-                for link in found[2 * n + 1].response_range.kvs:
-                    child = link.key[prefix:].decode()
-                    if child not in seen:
-                        seen.add(child)
-                        queue.append(child)
-        return _Tree(revision, versions, list(queue))
 
     async def list_sessions(self, after_id: str, limit: int, only: SessionFilter) -> list[SessionState]:
         found: list[SessionState] = []
@@ -485,13 +413,13 @@ class EtcdStore:
                 links = self._keys.children(only.parent_id)
                 ids = [
                     kv.key[len(links) :].decode()
-                    async for kv in self._pages(links, range_end(links), keys_only=True)
+                    async for kv in pages(self._client, links, range_end(links), keys_only=True)
                     if kv.key[len(links) :].decode() > after_id
                 ]
             for offset in range(0, len(ids), PAGE):
                 chunk = ids[offset : offset + PAGE]
                 response = await self._client.txn(
-                    pb.TxnRequest(success=[_get(self._keys.session(sid)) for sid in chunk]), writes=False
+                    pb.TxnRequest(success=[txns.get(self._keys.session(sid)) for sid in chunk]), writes=False
                 )
                 for session_id, found in zip(chunk, response.responses, strict=True):
                     if found.response_range.kvs:
@@ -499,21 +427,8 @@ class EtcdStore:
             return
         start = self._keys.session(max(after_id, only.id_prefix)) + (b"\0" if after_id >= only.id_prefix else b"")
         end = range_end(self._keys.session(only.id_prefix)) if only.id_prefix else range_end(self._keys.sessions)
-        async for kv in self._pages(start, end):
+        async for kv in pages(self._client, start, end):
             yield self._keys.session_id(kv.key), decode_record(kv.value)
-
-    async def _pages(
-        self, start: bytes, end: bytes, revision: int = 0, *, keys_only: bool = False
-    ) -> AsyncIterator[kv_pb2.KeyValue]:
-        """Every key in [start, end), ``PAGE`` at a time (at ``revision``, or the newest)."""
-        while True:
-            request = pb.RangeRequest(key=start, range_end=end, limit=PAGE, revision=revision, keys_only=keys_only)
-            response = await self._client.range(request)
-            for kv in response.kvs:
-                yield kv
-            if not response.more:
-                return
-            start = response.kvs[-1].key + b"\0"
 
     async def session_count(self) -> int:
         request = pb.RangeRequest(key=self._keys.sessions, range_end=range_end(self._keys.sessions), count_only=True)
@@ -531,9 +446,9 @@ class EtcdStore:
 
     async def _read(self, session_id: str, request_id: str = "") -> tuple[Version | None, AddResult | None]:
         """The session's newest version, and the result remembered for ``request_id``."""
-        reads = [_get(self._keys.session(session_id))]
+        reads = [txns.get(self._keys.session(session_id))]
         if request_id:
-            reads.append(_get(self._keys.request(session_id, request_id)))
+            reads.append(txns.get(self._keys.request(session_id, request_id)))
         response = await self._client.txn(pb.TxnRequest(success=reads), writes=False)
         return self._found(session_id, response.responses)
 
@@ -569,7 +484,7 @@ class EtcdStore:
                         session_id, mutation, expected_revision, request_id, origin, now, limits, turn.token
                     )
                 if written.change is not None:
-                    await self._reached(turn)
+                    await self._reached_by_watch(turn)
                     self._publish(turn, [written.change])
             return written
         finally:
@@ -656,25 +571,25 @@ class EtcdStore:
         value = encode_record(record)
         if len(value) > self._location.max_request_bytes - 4096:
             raise LimitExceeded("etcd request bytes", self._location.max_request_bytes)
-        compare, writes, failure = [_version(key, version.revision)], [_put(key, value)], [_get(key)]
+        compare, writes, failure = [txns.written_at(key, version.revision)], [txns.put(key, value)], [txns.get(key)]
         if request_id:
-            compare.append(_absent(request))
-            failure.append(_get(request))
+            compare.append(txns.absent(request))
+            failure.append(txns.get(request))
             if result is not None:
-                writes.append(_put(request, encode_result(result, now)))
+                writes.append(txns.put(request, encode_result(result, now)))
         if record.info.expires_at is not None:
-            writes.append(_put(self._keys.deadline(session_id), repr(record.info.expires_at).encode()))
+            writes.append(txns.put(self._keys.deadline(session_id), repr(record.info.expires_at).encode()))
         elif before.expires_at is not None:
-            writes.append(_delete(self._keys.deadline(session_id)))
+            writes.append(txns.delete(self._keys.deadline(session_id)))
         if record.revision % PRUNE_REQUESTS_EVERY == 0:
-            writes += [_delete(old) for old in await self._forgotten(session_id, record.revision, now)]
+            writes += [txns.delete(old) for old in await self._forgotten(session_id, record.revision, now)]
         return pb.TxnRequest(compare=compare, success=writes, failure=failure)
 
     async def _forgotten(self, session_id: str, revision: int, now: float) -> list[bytes]:
         """Request ids of the session past both retentions (``REQUEST_RETENTION_*``), a Txn's worth."""
         prefix = self._keys.requests(session_id)
         old = []
-        async for kv in self._pages(prefix, range_end(prefix)):
+        async for kv in pages(self._client, prefix, range_end(prefix)):
             result, at = decode_result(kv.value)
             if result.revision < revision - REQUEST_RETENTION_WRITES and at < now - REQUEST_RETENTION_SECONDS:
                 old.append(kv.key)
@@ -683,32 +598,13 @@ class EtcdStore:
         return old
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
-        """Follows the session's versions back through etcd's history (each names the one before)."""
         async with self._calls():
             version, _ = await self._read(session_id)
             if version is None or revision > version.record.revision:
                 return None
             if version.record.revision - revision > self._history_limit:
                 return None
-            changes: list[Change] = []
-            record, at = version.record, version.revision
-            while record.revision > revision:
-                change = record.change(session_id, cursor(at))
-                if change is None or (record.revision > revision + 1 and not record.previous):
-                    return None  # an earlier incarnation's, or the list before the store began
-                changes.append(change)
-                if record.revision == revision + 1:
-                    break
-                at = record.previous
-                request = pb.RangeRequest(key=self._keys.session(session_id), revision=at, serializable=True)
-                try:
-                    older = await self._client.range(request)
-                except grpc.aio.AioRpcError as error:
-                    if error.code() == grpc.StatusCode.OUT_OF_RANGE:
-                        return None  # compacted
-                    raise
-                record = decode_record(older.kvs[0].value)
-        return changes[::-1]
+            return await session_history(self._client, self._keys, session_id, version, revision)
 
     async def feed_after(self, position: int) -> list[Change] | None:
         delivered = self._delivered  # the last change of a revision: revision * CHANGES_PER_REVISION
@@ -719,49 +615,16 @@ class EtcdStore:
                 current = (await self._client.range(pb.RangeRequest(key=self._keys.meta, count_only=True))).header
             return None if revision_of(position) > current.revision else []
         async with self._calls():
-            return await self._read_feed(position, delivered)
-
-    async def _read_feed(self, after: int, until: int) -> list[Change] | None:
-        """The changes with cursors in (after, until], read with a watch of their revisions; None
-        when there are more than ``feed_history`` or etcd compacted them away."""
-        changes: list[Change] = []
-        last_revision = revision_of(until)
-        member, channel = self._client.member()
-        call = pb_grpc.WatchStub(channel).Watch(metadata=self._client.metadata)
-        try:
-            create = pb.WatchCreateRequest(
-                key=self._keys.prefix,
-                range_end=range_end(self._keys.prefix),
-                start_revision=revision_of(after),
+            return await feed_between(
+                self._client, self._keys, position, delivered, self._feed_limit, self._location.timeout
             )
-            await call.write(pb.WatchRequest(create_request=create))
-            while True:
-                async with asyncio.timeout(self._location.timeout):
-                    response = await call.read()
-                if response is grpc.aio.EOF or (response.canceled and not response.compact_revision):
-                    raise Unavailable("the store is unreachable; retry")
-                if response.compact_revision:
-                    return None
-                for revision, events in by_revision(response.events):
-                    if revision <= last_revision:
-                        _, found = self._changes(revision, events)
-                        changes += [change for change in found if after < change.cursor <= until]
-                        if len(changes) > self._feed_limit:
-                            return None
-                    if revision >= last_revision:
-                        return changes
-        except (grpc.aio.AioRpcError, TimeoutError) as error:
-            self._client.failed(member)
-            raise unavailable(error) from error
-        finally:
-            call.cancel()
 
     async def snapshot(self) -> tuple[int, list[SessionState]]:
         """Every session, read at one revision."""
         states: list[SessionState] = []
         async with self._calls():
             revision = (await self._client.range(pb.RangeRequest(key=self._keys.meta, count_only=True))).header.revision
-            async for kv in self._pages(self._keys.sessions, range_end(self._keys.sessions), revision):
+            async for kv in pages(self._client, self._keys.sessions, range_end(self._keys.sessions), revision):
                 states.append(decode_record(kv.value).state(self._keys.session_id(kv.key)))
         return cursor(revision), states
 
@@ -782,46 +645,3 @@ class EtcdStore:
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         """``listener(False)`` when the watch cannot reach any member, ``listener(True)`` once it follows again."""
         self._follower.on_availability(listener)
-
-
-def _cursor(change: Change) -> int:
-    return change.cursor
-
-
-def _put(key: bytes, value: bytes) -> pb.RequestOp:
-    return pb.RequestOp(request_put=pb.PutRequest(key=key, value=value))
-
-
-def _delete(key: bytes, end: bytes = b"") -> pb.RequestOp:
-    return pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=key, range_end=end))
-
-
-def _get(
-    key: bytes, end: bytes = b"", *, count_only: bool = False, keys_only: bool = False, revision: int = 0
-) -> pb.RequestOp:
-    request = pb.RangeRequest(key=key, range_end=end, count_only=count_only, keys_only=keys_only, revision=revision)
-    return pb.RequestOp(request_range=request)
-
-
-def _version(key: bytes, revision: int) -> pb.Compare:
-    """``key`` was last written at ``revision`` (0: it does not exist)."""
-    return pb.Compare(key=key, target=pb.Compare.MOD, result=pb.Compare.EQUAL, mod_revision=revision)
-
-
-def _absent(key: bytes) -> pb.Compare:
-    return pb.Compare(key=key, target=pb.Compare.CREATE, result=pb.Compare.EQUAL, create_revision=0)
-
-
-def _exists(key: bytes) -> pb.Compare:
-    return pb.Compare(key=key, target=pb.Compare.CREATE, result=pb.Compare.GREATER, create_revision=0)
-
-
-def _no_key_since(prefix: bytes, revision: int) -> pb.Compare:
-    """No key starting with ``prefix`` was created after ``revision``."""
-    return pb.Compare(
-        key=prefix,
-        range_end=range_end(prefix),
-        target=pb.Compare.CREATE,
-        result=pb.Compare.LESS,
-        create_revision=revision + 1,
-    )

@@ -3,15 +3,17 @@
 The book publishes the changes a store call returns, as soon as it returns; the watch (the
 follower) hands over every other change. For this replica's watchers to see changes in commit
 order, a write is answered only once the watch has reached it (so everything before it was
-handed over), and the watch waits there until the write was answered (so nothing after it is
-handed over first). Each write carries a token (``writer.sequence``) in what it puts, so the
-watch knows its own writes; a write that failed or gave up leaves its changes to the watch,
-which then hands them over like anyone else's.
+handed over), and the watch hands over nothing after it until the write was answered (so
+nothing after it comes first). Own writes reached one after the other are answered in that
+order — each writer waits for the one reached before it — without the watch waiting for each:
+it waits for them all only before it hands over another replica's change. Each write
+carries a token (``writer.sequence``) in what it puts, so the watch knows its own writes; a
+write that failed or gave up leaves its changes to the watch, which hands them over then.
 
 An operation of several Txns (removing more sessions than one Txn may hold) is reached at its
-first: the watch waits there, and skips the operation's later changes, which the book published
-with the first. Another replica's change committed between two of its Txns can then no longer
-be delivered in order: the watch resets every watcher and feed instead of skipping it.
+first; the book publishes all its changes when it ends. Another replica's change committed
+between two of its Txns, or an own change handed over after later ones were published, can then
+no longer be delivered in order: the watch resets every watcher and feed instead of skipping it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ class Turn:
     """Set when the operation's changes were published (or never will be): the watch goes on."""
     published: list[Change] = field(default_factory=list)
     """What the book published for this operation."""
+    previous: Turn | None = None
+    """The operation the watch reached just before, if it was not over then: answered first."""
+
+    async def answered_in_order(self) -> None:
+        """Wait until the watch reached this operation and the one reached before it is over."""
+        await asyncio.shield(self.reached)
+        if self.previous is not None:
+            await asyncio.shield(self.previous.released)
+            self.previous = None
 
 
 class Turns:
@@ -44,6 +55,7 @@ class Turns:
         changes until it is past that cursor."""
         self.last_published = 0
         """The highest cursor the book published for this replica's operations."""
+        self._last_reached: Turn | None = None
 
     def begin(self) -> Turn:
         self._sequence += 1
@@ -69,14 +81,24 @@ class Turns:
     def is_own(self, token: str) -> bool:
         return token.startswith(self._writer)
 
-    async def hand_over(self, token: str, changes: Sequence[Change]) -> bool:
-        """The watch reached ``changes`` of this replica's operation ``token``: True when the book
-        published them, False when the watch must hand them over itself (the operation failed or
-        gave up before they were published)."""
+    def reach(self, token: str, changes: Sequence[Change]) -> bool:
+        """The watch reached ``changes`` of this replica's operation ``token``: its writer may go on.
+        False when the operation is over without having published them: the watch hands them over."""
         turn = self._pending.get(token)
         if turn is not None:
             if not turn.reached.done():
+                last = self._last_reached
+                turn.previous = last if last is not None and not last.released.done() else None
                 turn.reached.set_result(changes)
+                self._last_reached = turn
+            return True
+        return token in self._published
+
+    async def settle(self, token: str, changes: Sequence[Change]) -> bool:
+        """Once the operation that made ``changes`` is over: whether the book published them (else the
+        watch hands them over)."""
+        turn = self._pending.get(token)
+        if turn is not None:
             await turn.released
         last = self._published.get(token)
         if last is None:
