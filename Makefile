@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup debian-packages run opencode test lint proto-release bench clean
+.PHONY: setup debian-packages run opencode mcp test lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -20,7 +20,7 @@ setup: $(VENV)/.installed $(GENERATED)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[opencode,acp,redis,bench,tracing,ctl,dev]'
+	$(BIN)/pip install --quiet -e '.[opencode,acp,mcp,redis,bench,tracing,ctl,dev]'
 	touch $@
 
 # The build hook the wheel uses, run as a script: one way to generate.
@@ -54,6 +54,10 @@ SESSIONTODO_ADDRESS ?= 127.0.0.1:50051
 ## opencode: serve OpenCode's todo routes and /event on 127.0.0.1:4096 for the sessiontodo server at SESSIONTODO_ADDRESS (default 127.0.0.1:50051)
 opencode: setup
 	$(BIN)/python -m sessiontodo_opencode --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
+
+## mcp: serve MCP over streamable HTTP on http://127.0.0.1:50060/mcp for the sessiontodo server at SESSIONTODO_ADDRESS
+mcp: setup
+	$(BIN)/sessiontodo-mcp --transport http --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
 
 ## test: run the whole suite
 test: debian-packages setup $(NODE_DEPS)

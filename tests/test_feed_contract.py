@@ -173,7 +173,7 @@ async def test_a_lagging_feed_is_reset_with_a_snapshot_and_never_skips_silently(
     call, _ = await open_feed(stub)
     # The feed's buffer holds 8; the writes happen before it reads again (made at once: with a
     # journal each write waits for its group commit, where the feed could otherwise catch up).
-    await asyncio.gather(*(server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "") for n in range(50)))
+    await asyncio.gather(*(server.book.add("s", TodoDraft(content=f"burst {n}")) for n in range(50)))
 
     kinds = []
     while True:
@@ -224,8 +224,9 @@ async def test_a_quiet_feed_sends_progress_with_a_resumable_cursor(stub: pb_grpc
     resumed.cancel()
 
 
-async def test_a_malformed_cursor_is_invalid(stub: pb_grpc.TodoServiceStub) -> None:
-    call = stub.WatchChanges(pb.WatchChangesRequest(after_cursor="not a cursor"))
+@pytest.mark.parametrize("cursor", ["not a cursor", "1.\u00b2", "1.\u0663", "1.-1", "1.", ".5"])
+async def test_a_malformed_cursor_is_invalid(stub: pb_grpc.TodoServiceStub, cursor: str) -> None:
+    call = stub.WatchChanges(pb.WatchChangesRequest(after_cursor=cursor))
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call.read()
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -16,6 +16,7 @@ from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.errors import RevisionMismatch, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import AddResult, Written
+from sessiontodo_server.domain.streams import TodoStreams
 from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
@@ -221,13 +222,14 @@ async def test_a_retried_request_id_is_answered_once_its_first_write_is_durable(
 
 async def test_a_watcher_gets_a_write_only_once_it_is_durable(journal: GatedJournal) -> None:
     store = await open_store(journal)
-    book = TodoBook(store, WatchHub(buffer_size=8, max_watchers=10), Limits(), progress_interval=60)
-    watch = book.watch("s", None)
+    hub = WatchHub(buffer_size=8, max_watchers=10)
+    book = TodoBook(store, hub, Limits())
+    watch = TodoStreams(book, store, hub, Limits(), progress_interval=60).watch("s", None)
     assert (await anext(watch)).kind is ChangeKind.SNAPSHOT
     next_change = asyncio.ensure_future(anext(watch))
 
     journal.gate.clear()
-    write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), None, None, "r1"))
+    write = asyncio.ensure_future(book.add("s", TodoDraft(content="durable first"), request_id="r1"))
     await journal.entered_batch()
     await asyncio.sleep(0.05)
     assert not next_change.done() and not write.done()

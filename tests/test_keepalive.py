@@ -1,4 +1,4 @@
-"""Keepalive: clients pinging an idle connection as often as the README allows keep it.
+"""Keepalive: clients pinging an idle connection as often as docs/operations.md allows keep it.
 
 gRPC's defaults answer a client that pings more often than every 5 minutes with GOAWAY
 (ENHANCE_YOUR_CALM, too_many_pings) after two early pings; the channel then leaves READY.

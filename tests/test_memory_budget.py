@@ -14,8 +14,11 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
-from sessiontodo_server.domain.mutations import ReplaceTodos
+from sessiontodo_server.domain.errors import LimitExceeded
+from sessiontodo_server.domain.mutations import ReplaceTodos, UpdateSession
+from sessiontodo_server.domain.streams import TodoStreams
 from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
 from sessiontodo_server.domain.todos import Todo as DomainTodo
 from sessiontodo_server.domain.watch import WatchHub
@@ -141,3 +144,70 @@ async def test_a_watched_session_of_big_lists_stays_within_the_budget_and_gives_
             assert grown < 100 * MIB, f"RSS grew {grown / MIB:.0f} MiB over 120 writes of 1 MiB"
             await stub.RemoveSession(pb.RemoveSessionRequest(session_id="big"))
             await eventually(lambda: rss_bytes(server) - before < 32 * MIB, timeout=10)
+
+
+def heavy_labels(number: int) -> dict[str, str]:
+    """64 labels of 4 KiB: about 256 KiB, the most one session may carry."""
+    return {f"k{i}": f"{number}:{i}:".ljust(4000, "x") for i in range(64)}
+
+
+async def test_labels_count_toward_the_lists_budget_and_a_new_session_past_it_is_refused() -> None:
+    budget = MemoryBudget(8 * MIB)  # lists: 4 MiB, about 15 heavily labelled sessions
+    store = MemoryStore(budget=budget)
+    await store.open()
+    created = 0
+    with pytest.raises(LimitExceeded) as refused:
+        for n in range(40):
+            await store.create_session(f"s{n}", SessionInfo(labels=heavy_labels(n)), 100, "")
+            created += 1
+    assert refused.value.limit == "memory"
+    assert 10 <= created < 40
+    assert store.held_bytes()[0] <= budget.lists
+    assert await store.get(f"s{created}") is None  # the refused session was not created
+
+
+async def test_label_only_updates_keep_the_retained_history_within_its_share() -> None:
+    budget = MemoryBudget(8 * MIB)  # history: 2 MiB, each change holds 256 KiB of labels
+    store = MemoryStore(history_limit=64, budget=budget)
+    await store.open()
+    await store.create_session("s", SessionInfo(), 10, "")
+    for n in range(40):
+        written = await store.write(
+            "s",
+            UpdateSession(heavy_labels(n), (), None),
+            expected_revision=None,
+            request_id="",
+            origin="",
+            now=0.0,
+            limits=Limits(max_metadata_bytes=8192),
+        )
+        assert written.change is not None
+    _, retained = store.held_bytes()
+    assert retained <= budget.history
+    assert store.held_bytes()[0] >= 64 * 4000  # the session's current labels are counted
+
+
+async def test_streams_count_what_they_handed_over_and_a_new_one_past_the_share_is_refused() -> None:
+    store = MemoryStore()
+    await store.open()
+    hub = WatchHub(buffer_size=8, max_watchers=1000, buffer_bytes=8 * MIB)  # about three 1 MiB snapshots
+    book = TodoBook(store, hub, Limits(max_list_bytes=3 * MIB))
+    streams = TodoStreams(book, store, hub, Limits(), progress_interval=60)
+    await store.create_session("s", SessionInfo(), 10, "")
+    await commit_big(store, "s", 0)
+    opened = []
+    with pytest.raises(LimitExceeded) as refused:
+        for _ in range(100):  # a client that never reads: each stream's snapshot stays with gRPC
+            watch = streams.watch("s", None)
+            await anext(watch)
+            opened.append(watch)
+    assert refused.value.limit == "memory"
+    assert 1 <= len(opened) <= 4
+    assert hub.in_flight <= 8 * MIB
+    for watch in opened:
+        await watch.aclose()
+    assert hub.in_flight == 0
+    assert hub.watcher_count == 0
+    again = streams.watch("s", None)
+    assert (await anext(again)).kind is ChangeKind.SNAPSHOT  # the memory came back
+    await again.aclose()

@@ -195,7 +195,7 @@ async def test_a_lagging_watcher_reset_is_counted(start: Callable[..., Any]) -> 
         await asyncio.wait_for(call.read(), 5)
         # Writes made in one turn of the server's event loop overflow the watcher's buffer.
         for n in range(10):
-            await server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "")
+            await server.book.add("s", TodoDraft(content=f"burst {n}"))
         reset = await asyncio.wait_for(call.read(), 5)
         call.cancel()
     assert reset.kind == pb.CHANGE_KIND_RESET

@@ -31,6 +31,7 @@ PACKAGES = (
     "sessiontodo_opencode",
     "sessiontodo_acp",
     "sessiontodo_ctl",
+    "sessiontodo_mcp",
 )
 TYPED = ("sessiontodo/v1", *PACKAGES[1:])
 GENERATED = [
@@ -38,9 +39,10 @@ GENERATED = [
     for module in ("sessiontodo/v1/todo_service", "sessiontodo_etcd/etcdserverpb/rpc", "sessiontodo_etcd/mvccpb/kv")
     for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
-RUNTIME_EXTRAS = "opencode,acp,redis,ctl,tracing"
+RUNTIME_EXTRAS = "opencode,acp,mcp,redis,ctl,tracing"
 # Fast tests touching every direct dependency: protobuf and grpcio everywhere, pydantic and
-# pydantic-settings (configuration, OpenCode and ACP models), starlette/uvicorn/httpx, redis-py's import.
+# pydantic-settings (configuration, OpenCode and ACP models), starlette/uvicorn/httpx, redis-py's import,
+# jsonschema (the MCP tools' argument checks).
 FAST_TESTS = [
     "tests/test_todos.py",
     "tests/test_validation.py",
@@ -49,6 +51,7 @@ FAST_TESTS = [
     "tests/test_first_run.py",
     "tests/opencode/test_opencode_routes.py",
     "tests/acp/test_acp_conversions.py",
+    "tests/peers/mcp/test_mcp_tools.py",
 ]
 
 

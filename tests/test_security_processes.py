@@ -1,5 +1,5 @@
-"""A secured server process as users run it: real grpcurl over TLS with a bearer token (the README's
-"Securing it" commands), mutual TLS, SIGHUP reloading the certificate, and Node grpc-js over TLS."""
+"""A secured server process as users run it: real grpcurl over TLS with a bearer token (the commands
+of docs/security.md), mutual TLS, SIGHUP reloading the certificate, and Node grpc-js over TLS."""
 
 from __future__ import annotations
 

@@ -175,14 +175,16 @@ async def test_list_sessions_filters_by_parent_and_labels(client: TodoClient) ->
 async def test_page_tokens_are_opaque_and_bound_to_their_filter(client: TodoClient, server: RunningServer) -> None:
     for n in range(3):
         await client.create_session(f"s{n}", labels={"kind": "x"})
-    first, token = await server.book.list_sessions(2, "", labels={"kind": "x"})
+    first, token = await server.book.list_sessions(page_size=2, labels={"kind": "x"})
     assert token and "s1" not in token
 
-    second, end = await server.book.list_sessions(2, token, labels={"kind": "x"})
+    second, end = await server.book.list_sessions(page_size=2, page_token=token, labels={"kind": "x"})
     assert [s.session_id for s in first + second] == ["s0", "s1", "s2"] and end == ""
     for wrong in (token, "garbage"):
         with pytest.raises(Exception, match="page_token"):
-            await server.book.list_sessions(2, wrong, labels={"kind": "y"} if wrong == token else {})
+            await server.book.list_sessions(
+                page_size=2, page_token=wrong, labels={"kind": "y"} if wrong == token else {}
+            )
 
 
 async def test_a_fresh_id_starts_at_revision_zero_and_a_reused_one_above_its_past(client: TodoClient) -> None:

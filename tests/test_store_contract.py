@@ -430,6 +430,29 @@ async def test_sessions_past_their_idle_ttl_are_due(store: TodoStore) -> None:
     assert await store.expired(119.0) == ["busy"]
 
 
+async def test_a_session_written_after_the_sweep_found_it_due_does_not_expire(store: TodoStore) -> None:
+    await _create(store, "renewed", created_at=100.0, updated_at=100.0, idle_ttl=10.0)
+    assert await store.expired(111.0) == ["renewed"]
+    await _commit(store, "renewed", "acknowledged", now=111.5)
+    assert await store.remove_session("renewed", RemovalReason.EXPIRED) == []
+    state = await store.get("renewed")
+    assert state is not None
+    assert state.todos == _todos("acknowledged")
+
+
+async def test_a_session_with_a_write_in_flight_when_its_expiry_runs_does_not_expire(store: TodoStore) -> None:
+    await _create(store, "renewing", created_at=100.0, updated_at=100.0, idle_ttl=10.0)
+    assert await store.expired(111.0) == ["renewing"]
+    write = asyncio.create_task(_commit(store, "renewing", "in flight", now=111.5))
+    await asyncio.sleep(0)  # the write is accepted; with a journal it is not durable yet
+    removed = await store.remove_session("renewing", RemovalReason.EXPIRED)
+    await write
+    assert removed == []
+    state = await store.get("renewing")
+    assert state is not None
+    assert state.todos == _todos("in flight")
+
+
 async def test_a_request_id_is_remembered_per_session_for_10000_writes_with_its_fingerprint(
     store: TodoStore,
 ) -> None:

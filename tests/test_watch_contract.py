@@ -170,7 +170,7 @@ async def test_a_watcher_that_falls_behind_gets_one_reset_with_the_latest_state(
         snapshot = await read(call)
         # Writes made in one turn of the server's event loop overflow the watcher's buffer.
         for n in range(10):
-            await server.book.add("s", TodoDraft(content=f"burst {n}"), None, None, "")
+            await server.book.add("s", TodoDraft(content=f"burst {n}"))
         reset = await read(call)
         assert (reset.kind, reset.revision) == (Kind.CHANGE_KIND_RESET, snapshot.revision + 10)
         assert len(reset.todos) == 10

@@ -1,5 +1,7 @@
 """Typed async client of the sessiontodo gRPC service."""
 
+import importlib.metadata
+
 from sessiontodo_client.client import (
     Aborted,
     FailedPrecondition,
@@ -28,6 +30,9 @@ from sessiontodo_client.models import (
 )
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""
 
 __all__ = [
     "Aborted",

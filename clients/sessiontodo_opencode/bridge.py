@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import grpc
 
-from sessiontodo_client import ChangeKind, FeedEvent, NotFound, ServiceError, TodoClient
+from sessiontodo_client import ChangeKind, FeedEvent, NotFound, ServiceError, TodoClient, __version__
 from sessiontodo_client import Session as ServiceSession
 from sessiontodo_client import Todo as ServiceTodo
 from sessiontodo_opencode.fanout import FanOut, Subscription
@@ -69,7 +69,7 @@ class TodoBridge:
         *,
         directory: str,
         project: str = "global",
-        version: str = "sessiontodo",
+        version: str = f"sessiontodo-{__version__}",
         subscriber_buffer: int = 1024,
         catch_up_window: float = 2.0,
         ready_timeout: float = 10.0,

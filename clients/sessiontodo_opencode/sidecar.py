@@ -9,7 +9,6 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.metadata import version
 
 import uvicorn
 
@@ -72,7 +71,6 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         client,
         directory=settings.directory,
         project=settings.project,
-        version=f"sessiontodo-{version('sessiontodo')}",
         subscriber_buffer=settings.subscriber_buffer,
         catch_up_window=settings.catch_up_window,
         ready_timeout=settings.ready_timeout,

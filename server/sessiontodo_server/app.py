@@ -30,6 +30,7 @@ from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.domain.store import TodoStore
+from sessiontodo_server.domain.streams import TodoStreams
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.observability.interceptor import ObservingInterceptor
 from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
@@ -172,7 +173,7 @@ class _ReflectionPool:
             return self._pool.FindFileContainingSymbol(service)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunningServer:
     server: grpc.aio.Server
     port: int
@@ -321,7 +322,8 @@ async def _serve(
         settings.budget().buffers,
         limits.max_watchers_per_tenant,
     )
-    book = TodoBook(store, hub, limits, settings.progress_interval, settings.default_idle_ttl, observer=metrics)
+    book = TodoBook(store, hub, limits, default_idle_ttl=settings.default_idle_ttl, observer=metrics)
+    streams = TodoStreams(book, store, hub, limits, progress_interval=settings.progress_interval, observer=metrics)
 
     file_descriptors = fd_limits.raise_soft_limit()
     max_connections = fd_limits.connection_limit(settings.max_connections, file_descriptors)
@@ -329,7 +331,7 @@ async def _serve(
         options=_server_options(settings, max_connections),
         interceptors=_interceptors(settings, metrics, tracer_provider, security.auth),
     )
-    add_todo_service(server, TodoServicer(book), settings.request_timeout)
+    add_todo_service(server, TodoServicer(book, streams), settings.request_timeout)
     health_servicer = health.aio.HealthServicer()
     add_health_service(server, health_servicer, settings.request_timeout)
     if settings.reflection:
@@ -364,19 +366,19 @@ async def _serve(
         settings.max_streams_per_connection,
     )
     return RunningServer(
-        server,
-        port,
-        book,
-        store,
-        health_servicer,
-        settings.shutdown_grace,
-        expiry,
-        watch,
-        metrics,
-        metrics_port,
-        telemetry,
-        security.tls,
-        security.auth,
+        server=server,
+        port=port,
+        book=book,
+        store=store,
+        health=health_servicer,
+        shutdown_grace=settings.shutdown_grace,
+        expiry=expiry,
+        descriptor_watch=watch,
+        metrics=metrics,
+        metrics_port=metrics_port,
+        telemetry=telemetry,
+        tls=security.tls,
+        auth=security.auth,
     )
 
 

@@ -21,8 +21,8 @@ from pydantic import SecretStr
 
 from certificates import CertificateAuthority
 from sessiontodo_client import ChannelSecurity, TodoClient
+from sessiontodo_client.security import host_allowed, origin_allowed
 from sessiontodo_opencode import RunningSidecar, Settings
-from sessiontodo_opencode.guard import host_allowed, origin_allowed
 from sessiontodo_opencode.sidecar import StartupError
 from sessiontodo_server.app import RunningServer
 from support import ROOT, free_port, run_node_suite

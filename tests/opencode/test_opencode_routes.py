@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ from opencode_support import create, todos
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
 from sessiontodo_opencode.translate import todo_from_service, todo_to_service
-from support import ServerProcess
+from support import ROOT, ServerProcess
 
 
 async def test_reading_a_sessions_todos_answers_the_list_in_order_with_ids(
@@ -365,3 +366,11 @@ async def test_the_gateway_answers_503_while_the_service_is_down(
 
     assert response.status_code == 503
     assert response.json()["name"] == "ServiceUnavailableError"
+
+
+async def test_a_session_reports_the_version_pyproject_declares(http: httpx.AsyncClient) -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+    response = await http.post("/session", json={"id": "ses_version"})
+
+    assert response.json()["version"] == f"sessiontodo-{declared}"

@@ -4,9 +4,10 @@ OpenCode (``opencode serve`` or ``opencode acp``) is configured with a custom pr
 ``baseURL`` is this server (see ``opencode_peer.OpenCodeHome``). Its answers are scripted
 by the prompt:
 
-- the last message is the user's and the request offers the ``todowrite`` tool: one
-  ``todowrite`` tool call. The list is the JSON after ``TODOS:`` in the prompt (build it
-  with ``todo_prompt``), or ``DEFAULT_TODOS`` when the prompt has none;
+- the last message is the user's and the request offers the todo tool (``todowrite``, or the
+  name given to ``StubModel``, e.g. an MCP tool's as the agent exposes it): one call of it with
+  ``{"todos": [...]}``. The list is the JSON after ``TODOS:`` in the prompt (build it with
+  ``todo_prompt``), or ``DEFAULT_TODOS`` when the prompt has none;
 - anything else (the tool's result came back, OpenCode's title request without tools):
   plain text, ``TITLE`` for a title request.
 
@@ -28,6 +29,8 @@ MODEL_ID = "stub-model"
 TITLE = "Todo stub session"
 FINAL_TEXT = "The todo list is written."
 TODOS_MARKER = "TODOS:"
+TODO_TOOL = "todowrite"
+"""OpenCode's todo tool: the one the stub calls unless told another name."""
 
 DEFAULT_TODOS: list[dict[str, str]] = [
     {"content": "Write the failing test", "status": "completed", "priority": "high"},
@@ -38,7 +41,7 @@ DEFAULT_TODOS: list[dict[str, str]] = [
 
 
 def todo_prompt(todos: Sequence[Mapping[str, str]]) -> str:
-    """A prompt that makes the stub call ``todowrite`` with exactly ``todos``."""
+    """A prompt that makes the stub call its todo tool with exactly ``todos``."""
     return f"Plan the work with the todo tool. {TODOS_MARKER} {json.dumps(list(todos))}"
 
 
@@ -56,25 +59,29 @@ def _offers_tool(request: Mapping[str, Any], name: str) -> bool:
     return any(tool.get("function", {}).get("name") == name for tool in request.get("tools") or ())
 
 
-def todos_asked_for(request: Mapping[str, Any]) -> list[dict[str, str]] | None:
-    """The list the stub writes for this request, or None when it answers with text."""
+def todos_asked_for(request: Mapping[str, Any], tool: str = TODO_TOOL) -> list[dict[str, str]] | None:
+    """The list the stub writes for this request, or None when it answers with text.
+
+    Only the JSON value right after ``TODOS:`` is read: agents may append reminders to the prompt.
+    """
     messages = request.get("messages") or []
-    if not messages or messages[-1].get("role") != "user" or not _offers_tool(request, "todowrite"):
+    if not messages or messages[-1].get("role") != "user" or not _offers_tool(request, tool):
         return None
     text = _text_of(messages[-1])
     if TODOS_MARKER not in text:
         return DEFAULT_TODOS
-    todos: list[dict[str, str]] = json.loads(text.split(TODOS_MARKER, 1)[1])
+    todos: list[dict[str, str]] = json.JSONDecoder().raw_decode(text.split(TODOS_MARKER, 1)[1].lstrip())[0]
     return todos
 
 
 class _Answer:
-    """One completion: either a ``todowrite`` call or text, rendered whole or as stream chunks."""
+    """One completion: either a todo tool call or text, rendered whole or as stream chunks."""
 
-    def __init__(self, request: Mapping[str, Any], call_number: int) -> None:
+    def __init__(self, request: Mapping[str, Any], call_number: int, tool: str) -> None:
         self.id = f"chatcmpl-stub{call_number}"
         self.created = int(time.time())
-        self.todos = todos_asked_for(request)
+        self.tool = tool
+        self.todos = todos_asked_for(request, tool)
         self.call_id = f"call_stub{call_number}"
         self.text = TITLE if not request.get("tools") else FINAL_TEXT
         self.finish_reason = "tool_calls" if self.todos is not None else "stop"
@@ -82,7 +89,7 @@ class _Answer:
 
     def _tool_call(self) -> dict[str, Any]:
         arguments = json.dumps({"todos": self.todos})
-        return {"id": self.call_id, "type": "function", "function": {"name": "todowrite", "arguments": arguments}}
+        return {"id": self.call_id, "type": "function", "function": {"name": self.tool, "arguments": arguments}}
 
     def completion(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": None if self.todos is not None else self.text}
@@ -129,7 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             request = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            answer = _Answer(request, self.server.record(request))
+            answer = _Answer(request, self.server.record(request), self.server.tool)
         except (ValueError, TypeError, AttributeError) as error:
             self._json(400, {"error": {"message": f"bad request: {error}", "type": "invalid_request_error"}})
             return
@@ -158,8 +165,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tool: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.tool = tool
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -172,12 +180,12 @@ class _Server(ThreadingHTTPServer):
 class StubModel:
     """The stub model on a free loopback port: ``with StubModel() as model: model.base_url``.
 
-    HTTP/1.0, one connection per request: no keep-alive state to go stale across an
-    OpenCode restart.
+    ``tool`` names the todo tool it calls. HTTP/1.0, one connection per request: no keep-alive
+    state to go stale across an OpenCode restart.
     """
 
-    def __init__(self) -> None:
-        self._server = _Server()
+    def __init__(self, tool: str = TODO_TOOL) -> None:
+        self._server = _Server(tool)
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-model", daemon=True)
 
     @property

@@ -206,7 +206,7 @@ def _entering(tenant: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
     """Authenticates and authorizes every call; ``reload()`` re-reads the auth file (SIGHUP)."""
 
     def __init__(self, path: Path) -> None:

@@ -90,7 +90,7 @@ def _unpack_shortened(detail: any_pb2.Any) -> message.Message | None:
     """The detail with every echoed string cut short, or None for a type not known here."""
     for kind in (error_details_pb2.BadRequest, error_details_pb2.ErrorInfo, error_details_pb2.QuotaFailure):
         if detail.Is(kind.DESCRIPTOR):
-            unpacked = kind()
+            unpacked: message.Message = kind()
             detail.Unpack(unpacked)
             _shorten_strings(unpacked)
             return unpacked

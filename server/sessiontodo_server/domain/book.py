@@ -2,8 +2,9 @@
 
 A write is validated here, then handed to the store as a ``Mutation`` it applies atomically
 (one step, no read before it, no retries), so writes stay correct when several replicas share
-one store; every committed change is published to this process's watchers of that session
-only, and to the feeds whose filter it matches.
+one store; every committed change is published to the ``WatchHub``, which hands it to this
+process's watchers of that session only and to the feeds whose filter it matches
+(``streams.TodoStreams`` serves them).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import base64
 import hashlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
@@ -25,10 +25,9 @@ from sessiontodo_server.domain.errors import (
     RevisionMismatch,
     SessionNotFound,
     TodoError,
-    Unavailable,
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
-from sessiontodo_server.domain.observer import BookObserver, NoObserver, ResetReason
+from sessiontodo_server.domain.observer import BookObserver, NoObserver
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
@@ -43,7 +42,7 @@ from sessiontodo_server.domain.todos import (
     TodoPriority,
     TodoStatus,
 )
-from sessiontodo_server.domain.watch import Subscription, WatchHub
+from sessiontodo_server.domain.watch import WatchHub
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +50,15 @@ DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class FeedMessage:
-    """One message of ``WatchChanges``: a change and the cursor to resume after it ("" for none)."""
-
-    change: Change
-    cursor: str
-
-
 class TodoBook:
+    """The service's unary side in domain terms: validated writes, reads, expiry (streams: ``TodoStreams``)."""
+
     def __init__(
         self,
         store: TodoStore,
         hub: WatchHub,
         limits: Limits,
-        progress_interval: float,
+        *,
         default_idle_ttl: float = 0.0,
         clock: Callable[[], float] = time.time,
         observer: BookObserver | None = None,
@@ -74,7 +67,6 @@ class TodoBook:
         self._observer = observer or NoObserver()
         self._hub = hub
         self._limits = limits
-        self._progress_interval = progress_interval
         self._default_idle_ttl = default_idle_ttl
         self._clock = clock
         self._tenant_sessions: dict[str, int] = {}
@@ -97,13 +89,14 @@ class TodoBook:
     def memory_held(self) -> dict[str, int]:
         """Bytes held against each share of the memory budget in this process."""
         lists, history = self._store.held_bytes()
-        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes}
+        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes + self._hub.in_flight}
 
     # Sessions
 
     async def create_session(
         self,
         session_id: str,
+        *,
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         idle_ttl: float | None = None,
@@ -159,10 +152,11 @@ class TodoBook:
     async def update_session(
         self,
         session_id: str,
-        set_labels: Mapping[str, str],
-        remove_label_keys: Sequence[str],
-        idle_ttl: float | None,
-        expected_revision: int | None,
+        *,
+        set_labels: Mapping[str, str] = NO_ENTRIES,
+        remove_label_keys: Sequence[str] = (),
+        idle_ttl: float | None = None,
+        expected_revision: int | None = None,
         origin: str = "",
     ) -> tuple[SessionState, bool]:
         violations = ops.label_violations(set_labels, self._limits)
@@ -172,7 +166,7 @@ class TodoBook:
         if violations:
             raise InvalidArgument(violations)
         mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
-        written = await self._write(session_id, mutation, expected_revision, origin=origin)
+        written = await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
         return written.state, written.change is not None
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
@@ -196,15 +190,16 @@ class TodoBook:
 
     async def list_sessions(
         self,
-        page_size: int,
-        page_token: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         tenant: str | None = None,
     ) -> tuple[list[SessionState], str]:
         only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
-        if violations := violations + self._filter_violations(only, ""):
+        if violations := violations + self.filter_violations(only, ""):
             raise InvalidArgument(violations)
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
@@ -243,7 +238,7 @@ class TodoBook:
                 found.append(state)
         return found, missing
 
-    def _filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
+    def filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
         """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
         violations = self._ids_violations(sorted(only.session_ids), f"{prefix}session_ids")
         if only.parent_id:
@@ -260,18 +255,19 @@ class TodoBook:
     # Writes
 
     async def replace(
-        self, session_id: str, drafts: list[TodoDraft], expected_revision: int | None, origin: str = ""
+        self, session_id: str, drafts: list[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
     ) -> SessionState:
         mutation = ReplaceTodos(ops.replace_all(drafts, self._limits))
-        return (await self._write(session_id, mutation, expected_revision, origin=origin)).state
+        return (await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)).state
 
     async def add(
         self,
         session_id: str,
         draft: TodoDraft,
-        index: int | None,
-        expected_revision: int | None,
-        request_id: str,
+        *,
+        index: int | None = None,
+        expected_revision: int | None = None,
+        request_id: str = "",
         origin: str = "",
     ) -> AddResult:
         if len(request_id) > self._limits.max_todo_id_length:
@@ -279,7 +275,9 @@ class TodoBook:
 
         fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
         mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
-        written = await self._write(session_id, mutation, expected_revision, request_id, origin)
+        written = await self._write(
+            session_id, mutation, expected_revision=expected_revision, request_id=request_id, origin=origin
+        )
         assert written.result is not None
         if written.change is None and written.result.fingerprint and written.result.fingerprint != fingerprint:
             raise RequestIdReused(session_id, request_id)
@@ -289,10 +287,11 @@ class TodoBook:
         self,
         session_id: str,
         todo_id: str,
-        content: str | None,
-        status: str | None,
-        priority: str | None,
-        expected_revision: int | None,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        priority: str | None = None,
+        expected_revision: int | None = None,
         set_metadata: Mapping[str, str] = NO_ENTRIES,
         remove_metadata_keys: Sequence[str] = (),
         origin: str = "",
@@ -306,17 +305,24 @@ class TodoBook:
             ops.frozen(set_metadata),
             tuple(remove_metadata_keys),
         )
-        after = (written := await self._write(session_id, mutation, expected_revision, origin=origin)).state
+        after = (
+            written := await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
+        ).state
         todo = next(todo for todo in after.todos if todo.id == todo_id)
         return todo, after.revision, written.change is not None
 
-    async def remove_todo(self, session_id: str, todo_id: str, expected_revision: int | None, origin: str = "") -> int:
-        return (await self._write(session_id, RemoveTodo(todo_id), expected_revision, origin=origin)).state.revision
+    async def remove_todo(
+        self, session_id: str, todo_id: str, *, expected_revision: int | None = None, origin: str = ""
+    ) -> int:
+        return (
+            await self._write(session_id, RemoveTodo(todo_id), expected_revision=expected_revision, origin=origin)
+        ).state.revision
 
     async def _write(
         self,
         session_id: str,
         mutation: Mutation,
+        *,
         expected_revision: int | None,
         request_id: str = "",
         origin: str = "",
@@ -374,133 +380,8 @@ class TodoBook:
             except Exception:  # never let one bad round end expiry for good
                 log.exception("expiring idle sessions failed")
 
-    # Watches
-
-    async def watch(self, session_id: str, after_revision: int | None) -> AsyncGenerator[Change, None]:
-        """The session's change feed, as documented on ``WatchTodos`` in the proto."""
-        ops.check_session_id(session_id, self._limits)
-        await self.get(session_id)  # NOT_FOUND before taking a watcher slot
-        subscription = self._hub.subscribe(session_id)  # before reading: nothing slips between
-        try:
-            state = await self.get(session_id)
-            if after_revision is None:
-                first = [_whole(state, ChangeKind.SNAPSHOT)]
-            elif after_revision == state.revision:
-                first = []
-            else:
-                missed = await self._store.changes_after(session_id, after_revision)
-                if missed is None:
-                    self._observer.watch_reset("history")
-                first = missed if missed is not None else [_whole(state, ChangeKind.RESET)]
-            last = first[-1].revision if first else state.revision
-            for change in first:
-                yield change
-            while True:
-                if not await subscription.wait(self._progress_interval):
-                    yield Change(session_id, ChangeKind.PROGRESS, last)
-                    continue
-                if isinstance(subscription.closed, Unavailable):
-                    raise subscription.closed
-                lagged = subscription.lagged
-                for change in subscription.drain():
-                    if change.revision <= last:
-                        continue  # already covered by the snapshot or a reset
-                    if change.revision != last + 1 and change.kind is not ChangeKind.RESET:
-                        lagged = True  # a gap: never skip silently
-                        break
-                    yield change
-                    last = change.revision
-                if isinstance(subscription.closed, Change):  # removed: the store holds nothing of ours
-                    yield subscription.closed
-                    return
-                if lagged and (latest := await self._store.get(session_id)) and latest.revision > last:
-                    self._observer.watch_reset("lagged")
-                    yield _whole(latest, ChangeKind.RESET)
-                    last = latest.revision
-        finally:
-            self._hub.unsubscribe(subscription)
-
-    async def feed(
-        self, after_cursor: str, include_snapshot: bool, only: SessionFilter
-    ) -> AsyncGenerator[FeedMessage, None]:
-        """Every matching session's changes, as documented on ``WatchChanges`` in the proto."""
-        resume = self._parse_cursor(after_cursor)
-        if violations := self._filter_violations(only, "filter."):
-            raise InvalidArgument(violations)
-        subscription = self._hub.subscribe_feed(only)  # before reading: nothing slips between
-        try:
-            missed = await self._store.feed_after(resume) if resume is not None and resume >= 0 else None
-            if missed is not None:
-                last = resume or 0
-                for change in missed:
-                    if only.matches(change.session_id, change.info):
-                        yield FeedMessage(change, self._cursor(change.cursor))
-                    last = change.cursor
-            elif resume is not None or include_snapshot:
-                last = 0
-                async for message in self._feed_snapshot(only, reset="history" if resume is not None else None):
-                    yield message
-                    last = message.change.cursor
-            else:
-                last = self._hub.position
-            async for message in self._feed_changes(subscription, only, last):
-                yield message
-        finally:
-            self._hub.unsubscribe(subscription)
-
-    async def _feed_changes(
-        self, subscription: Subscription, only: SessionFilter, last: int
-    ) -> AsyncGenerator[FeedMessage, None]:
-        while True:
-            if not await subscription.wait(self._progress_interval):
-                last = max(last, self._hub.position)  # nothing pending: every change up to there was seen
-                yield FeedMessage(Change("", ChangeKind.PROGRESS, 0, cursor=last), self._cursor(last))
-                continue
-            if isinstance(subscription.closed, Unavailable):
-                raise subscription.closed
-            lagged = subscription.lagged
-            for change in subscription.drain():
-                if change.cursor > last:
-                    yield FeedMessage(change, self._cursor(change.cursor))
-                    last = change.cursor
-            if lagged:
-                async for message in self._feed_snapshot(only, reset="lagged"):
-                    yield message
-                    last = message.change.cursor
-
-    async def _feed_snapshot(
-        self, only: SessionFilter, reset: ResetReason | None = None
-    ) -> AsyncGenerator[FeedMessage, None]:
-        """One SNAPSHOT per matching session, then the PROGRESS bookmark carrying the snapshot's cursor;
-        after a RESET marker when the snapshot replaces what the feed held (``reset`` says why)."""
-        if reset:
-            self._observer.watch_reset(reset)
-            yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
-        cursor, states = await self._store.snapshot()
-        for state in states:
-            if only.matches(state.session_id, state.info):
-                yield FeedMessage(_whole(state, ChangeKind.SNAPSHOT), "")
-        yield FeedMessage(Change("", ChangeKind.PROGRESS, 0, cursor=cursor), self._cursor(cursor))
-
-    def _cursor(self, position: int) -> str:
-        return f"{self._store.feed_epoch}.{position}"
-
-    def _parse_cursor(self, cursor: str) -> int | None:
-        """The position of a cursor; -1 for one from another store (never resumable); None for none."""
-        if not cursor:
-            return None
-        epoch, _, position = cursor.rpartition(".")
-        if not epoch or not position.isdigit():
-            raise InvalidArgument([("after_cursor", "is not a cursor this service issued")])
-        return int(position) if epoch == self._store.feed_epoch else -1
-
     def shut_down(self) -> None:
         self._hub.shut_down()
-
-
-def _whole(state: SessionState, kind: ChangeKind) -> Change:
-    """A message carrying a session's whole state: SNAPSHOT or RESET."""
-    return Change(state.session_id, kind, state.revision, state.todos, info=state.info)
 
 
 def _filter_digest(only: SessionFilter) -> str:

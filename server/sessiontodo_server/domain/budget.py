@@ -4,11 +4,12 @@ Sizes are estimates of resident memory: a list's text plus a fixed cost per todo
 objects), and a retained change twice over (its list, and the encoding its watchers share,
 which lives exactly as long as the change). Each share is enforced where the memory is held:
 
-- lists (half the budget): a write that would grow them past their share is RESOURCE_EXHAUSTED
-  with a QuotaFailure on "memory"; shrinking writes and removals always go through;
-- history and feed (a quarter, ``stores/memory.py``): the oldest changes are let go first, so a
+- lists (half the budget; a session's labels count with its list): a write or a new session that
+  would grow them past their share is RESOURCE_EXHAUSTED with a QuotaFailure on "memory";
+  shrinking writes and removals always go through;
+- history and feed (a quarter, ``stores/memory/retention.py``): the oldest changes are let go first, so a
   watcher resuming from before them gets a RESET, never a gap;
-- watcher buffers (a quarter, ``watch.py``): a watcher whose buffer would take them past their
+- watcher buffers (a quarter, ``domain/watch.py``): a watcher whose buffer would take them past their
   share is reset instead, like one whose buffer is full.
 """
 
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from sessiontodo_server.domain.todos import Change, Todo
+from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
 
 DEFAULT_BUDGET = 1 << 30
 
@@ -43,16 +44,33 @@ def list_bytes(todos: Sequence[Todo]) -> int:
 
 _content, _id, _metadata = attrgetter("content"), attrgetter("id"), attrgetter("metadata")
 
+LABEL_OVERHEAD = 120
+"""Bytes a label costs beyond its text: its key and value string headers and its dict slot."""
+
+
+def info_bytes(info: SessionInfo | None) -> int:
+    """A session's labels: up to 64 labels of 4 KiB each per session, so counted like todos."""
+    if info is None or not info.labels:
+        return 0
+    return sum(LABEL_OVERHEAD + len(key) + len(value) for key, value in info.labels.items())
+
+
+def state_bytes(todos: Sequence[Todo], info: SessionInfo | None) -> int:
+    """What a session's state holds: its list and its labels."""
+    return list_bytes(todos) + info_bytes(info)
+
+
 _change_sizes: weakref.WeakKeyDictionary[Change, int] = weakref.WeakKeyDictionary()
 
 
-def change_bytes(change: Change, list_size: int | None = None) -> int:
-    """A retained change: its list (often shared with the next change, counted anyway) and its
-    encoding. Measured once per change however many holders ask (``list_size``: already known)."""
+def change_bytes(change: Change, state_size: int | None = None) -> int:
+    """A retained change: its list and labels (often shared with the next change, counted anyway)
+    and its encoding. Measured once per change however many holders ask (``state_size``: already
+    known, ``state_bytes`` of the change's list and info)."""
     size = _change_sizes.get(change)
     if size is None:
-        list_size = list_bytes(change.todos) if list_size is None else list_size
-        size = _change_sizes[change] = CHANGE_OVERHEAD + 2 * list_size
+        state_size = state_bytes(change.todos, change.info) if state_size is None else state_size
+        size = _change_sizes[change] = CHANGE_OVERHEAD + 2 * state_size
     return size
 
 

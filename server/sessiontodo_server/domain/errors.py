@@ -1,6 +1,6 @@
 """Domain errors: what went wrong, in the service's own terms.
 
-The transport maps each class to exactly one gRPC status code (see ``transport.py``).
+The api maps each class to exactly one gRPC status code (see ``api/error_status.py``).
 """
 
 from __future__ import annotations

@@ -16,9 +16,13 @@ from collections import deque
 from collections.abc import Iterable
 
 from sessiontodo_server.domain import tenancy
-from sessiontodo_server.domain.budget import Held
+from sessiontodo_server.domain.budget import Held, change_bytes
 from sessiontodo_server.domain.errors import LimitExceeded, Unavailable
 from sessiontodo_server.domain.todos import Change, SessionFilter
+
+IN_FLIGHT_MESSAGES = 2
+"""Messages a stream counts as held by gRPC for a client that has not read them: the one being
+written and the one before it (a stream's generator resumes only once gRPC took its last one)."""
 
 
 class Subscription:
@@ -34,6 +38,8 @@ class Subscription:
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self.in_flight: deque[int] = deque()
+        """The sizes of the last ``IN_FLIGHT_MESSAGES`` messages handed to gRPC."""
         self.lagged = False
         self.closed: Change | Unavailable | None = None
         """Why the subscription ended: the session's removal, or the server shutting down."""
@@ -127,6 +133,8 @@ class WatchHub:
         self._buffer_bytes = buffer_bytes
         self.buffered = Held()
         """The changes waiting in any watcher's buffer, each counted once."""
+        self.in_flight = 0
+        """What streams handed to gRPC that their clients may not have read (``IN_FLIGHT_MESSAGES``)."""
         self._by_session: dict[str, set[Subscription]] = {}
         self._feeds: set[Subscription] = set()
         self._count = 0
@@ -173,8 +181,23 @@ class WatchHub:
         self._feeds.add(subscription)
         return subscription
 
+    def hand_over(self, subscription: Subscription, change: Change) -> Change:
+        """Count ``change``, about to be sent, as held by gRPC until two later messages went out. A
+        client that never reads holds what it was sent, so a stream whose first message would take
+        the buffers past their share is refused (RESOURCE_EXHAUSTED) instead of started."""
+        size = change_bytes(change)
+        if not subscription.in_flight and self.buffered.bytes + self.in_flight + size > self._buffer_bytes:
+            raise LimitExceeded("memory", self._buffer_bytes)
+        subscription.in_flight.append(size)
+        self.in_flight += size
+        if len(subscription.in_flight) > IN_FLIGHT_MESSAGES:
+            self.in_flight -= subscription.in_flight.popleft()
+        return change
+
     def unsubscribe(self, subscription: Subscription) -> None:
         subscription.disarm()
+        self.in_flight -= sum(subscription.in_flight)
+        subscription.in_flight.clear()
         if subscription.only is not None:
             if subscription in self._feeds:
                 self._feeds.discard(subscription)
@@ -200,7 +223,7 @@ class WatchHub:
 
     def _deliver(self, change: Change, subscriptions: Iterable[Subscription]) -> None:
         """One budget check and one hold per change, however many buffers take it."""
-        fits = self.buffered.bytes + self.buffered.size_if_held(change) <= self._buffer_bytes
+        fits = self.buffered.bytes + self.in_flight + self.buffered.size_if_held(change) <= self._buffer_bytes
         if taken := sum(subscription.push(change, fits) for subscription in subscriptions):
             self.buffered.hold(change, taken)
 

@@ -32,7 +32,7 @@ _MOST_WRAPPED = 4096
 """Wrapped handlers kept for reuse: far more than methods x tenants, and a bound under a flood of refusals."""
 
 
-class ObservingInterceptor(grpc.aio.ServerInterceptor):
+class ObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
     def __init__(self, metrics: Metrics | None, log_requests: bool, on_status: StatusHook | None = None) -> None:
         self._metrics = metrics
         self._log_requests = log_requests

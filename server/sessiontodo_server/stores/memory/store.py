@@ -13,34 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import heapq
-import logging
 import os
 import time
-from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 
 from sessiontodo_server.domain import mutations
 from sessiontodo_server.domain.budget import (
     DEFAULT_MEMORY_BUDGET,
-    Held,
     MemoryBudget,
     change_bytes,
     give_back,
-    list_bytes,
+    info_bytes,
+    state_bytes,
 )
 from sessiontodo_server.domain.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
 from sessiontodo_server.domain.mutations import AddTodo, Mutation
-from sessiontodo_server.domain.store import (
-    GLOBAL_SESSION_ID,
-    REQUEST_RETENTION_SECONDS,
-    REQUEST_RETENTION_WRITES,
-    AddResult,
-    SessionState,
-    Written,
-)
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
 from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
@@ -53,103 +43,15 @@ from sessiontodo_server.domain.todos import (
     Todo,
     is_global_list,
 )
-from sessiontodo_server.stores.group_commit import Done
-
-log = logging.getLogger(__name__)
-
-FEED_PURGE_BYTES = 1 << 20
-"""A removed session whose changes in the feed hold more than this has them dropped at once."""
-
-REQUEST_BYTES = 160
-"""What remembering one request costs beyond its todo's text, for the memory budget."""
+from sessiontodo_server.stores.memory.accounting import ListsAccount, RequestMemory
+from sessiontodo_server.stores.memory.expiry import ExpiryQueue
+from sessiontodo_server.stores.memory.journal import Journal
+from sessiontodo_server.stores.memory.records import SessionRecord, accepted_state, durable_state
+from sessiontodo_server.stores.memory.retention import RetainedChanges
 
 REMOVED_MARKS = 100_000
 """Removed ids whose last revision is remembered, so that re-creating one resumes above it.
 Older marks are folded into one floor that every new session then starts from."""
-
-
-@dataclass(slots=True)
-class _Session:
-    revision: int
-    info: SessionInfo
-    todos: tuple[Todo, ...] = ()
-    children: set[str] | None = None
-    history: deque[Change] | None = None
-    requests: OrderedDict[str, tuple[AddResult, float]] | None = None
-    """Remembered AddTodo results by request id, oldest first, with when they were remembered."""
-    expiry_scheduled: bool = False
-    size: int = 0
-    """``budget.list_bytes`` of ``todos``."""
-    requests_size: int = 0
-    """What its remembered requests cost."""
-    tenant: str = ""
-    """Whose lists' share it counts toward (``budget.per_tenant``)."""
-    pending: Change | None = None
-    """The newest accepted change not yet durable: what the next write builds on (``revision``,
-    ``todos`` and ``info`` are the durable state readers and watchers see)."""
-    written: asyncio.Future[None] | None = None
-    """Completes once ``pending`` (the session's newest accepted change) is durable."""
-
-    @property
-    def latest_revision(self) -> int:
-        return self.revision if self.pending is None else self.pending.revision
-
-
-@dataclass
-class Loaded:
-    """What a journal holds: enough to rebuild the store."""
-
-    feed_epoch: int
-    cursor: int
-    removed_floor: int = 0
-    removed_marks: Sequence[tuple[str, int]] = ()
-    sessions: Sequence[tuple[str, int, tuple[Todo, ...], SessionInfo]] = ()
-    requests: Iterable[tuple[str, str, AddResult]] = field(default_factory=list)
-
-
-class Journal(Protocol):
-    """Durable write-ahead of the memory store.
-
-    Each write returns a future that completes once it is durable. Writes become durable in
-    the order they were made; each one's ``done`` runs, in that order, as soon as it is durable
-    (with None) or has failed (with the error). A failure fails every write not yet durable,
-    their ``done`` called newest first, so each undo finds the state its write left.
-    """
-
-    def load(self) -> Loaded:
-        """The stored state; a new journal starts a new feed epoch."""
-
-    def create_session(
-        self, session_id: str, revision: int, info: SessionInfo, cursor: int, done: Done
-    ) -> asyncio.Future[None]: ...
-
-    def commit(
-        self,
-        change: Change,
-        before: tuple[Todo, ...],
-        request: tuple[str, AddResult] | None,
-        forget_before: int,
-        done: Done,
-    ) -> asyncio.Future[None]:
-        """Persist the list and metadata after ``change`` (``before``: the list it changed, so only
-        the difference need be written); drop remembered requests older than ``forget_before``."""
-
-    def remove_sessions(
-        self,
-        session_ids: list[str],
-        marks: list[tuple[str, int]],
-        forgotten: list[str],
-        floor: int,
-        cursor: int,
-        done: Done,
-    ) -> asyncio.Future[None]:
-        """Delete sessions, remember their last revisions (``marks``), forget older marks."""
-
-    def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
-        """Call ``listener(False)`` while the journal refuses writes, ``listener(True)`` when it accepts them again."""
-
-    async def close(self) -> None:
-        """Finish the writes under way, then close."""
 
 
 class MemoryStore:
@@ -162,16 +64,14 @@ class MemoryStore:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._clock = clock
-        self._history_limit = history_limit
-        self._feed_limit = feed_history
-        self._budget = budget
-        self._lists_bytes = 0
-        self._tenant_bytes: dict[str, int] = {}
-        """The lists' share of each tenant (kept only with ``budget.per_tenant``)."""
-        self._retained = Held(ordered=True)
-        """The changes in the feed and in sessions' histories, each counted once."""
         self._journal = journal
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, SessionRecord] = {}
+        self._lists = ListsAccount(budget)
+        self._requests = RequestMemory(self._lists)
+        self._retained = RetainedChanges(
+            self._sessions, history_limit=history_limit, feed_limit=feed_history, budget_bytes=budget.history
+        )
+        self._expiries = ExpiryQueue()
         self._sorted_ids: list[str] = []
         self._removed_marks: OrderedDict[str, int] = OrderedDict()
         self._removed_floor = 0
@@ -181,10 +81,6 @@ class MemoryStore:
         """The feed position of the newest durable change: what snapshots and the feed show."""
         self._being_created: dict[str, asyncio.Future[None]] = {}
         self._being_removed: dict[str, asyncio.Future[None]] = {}
-        self._feed: deque[Change] = deque()
-        self._feed_floor = 0
-        """Changes at or below this cursor may be missing from the feed (a removed session's)."""
-        self._expiries: list[tuple[float, str]] = []
         self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
     async def open(self) -> None:
@@ -195,15 +91,17 @@ class MemoryStore:
             self._removed_floor = loaded.removed_floor
             self._removed_marks.update(loaded.removed_marks)
             for session_id, revision, todos, info in loaded.sessions:
-                session = self._sessions[session_id] = _Session(revision, info, todos, tenant=tenant_of(session_id))
-                self._count_bytes(session, list_bytes(todos))
-                self._schedule_expiry(session_id, self._sessions[session_id])
+                session = self._sessions[session_id] = SessionRecord(
+                    revision, info, todos, tenant=tenant_of(session_id)
+                )
+                self._lists.resize_list(session, state_bytes(todos, info))
+                self._expiries.schedule(session_id, self._sessions[session_id])
             for session_id, session in self._sessions.items():
                 if session.info.parent_id in self._sessions:
                     self._adopt(session.info.parent_id, session_id)
             now = self._clock()  # when they were first remembered is not kept: count from now
             for session_id, request_id, result in loaded.requests:
-                self._remember(self._sessions[session_id], request_id, result, now)
+                self._requests.remember(self._sessions[session_id], request_id, result, now)
             self._sorted_ids = sorted(self._sessions)
         if GLOBAL_SESSION_ID not in self._sessions:
             await self._insert(GLOBAL_SESSION_ID, SessionInfo(), None)
@@ -212,10 +110,14 @@ class MemoryStore:
         if self._journal is not None:
             await self._journal.close()
 
-    async def _insert(self, session_id: str, info: SessionInfo, origin: str | None) -> tuple[_Session, Change | None]:
+    async def _insert(
+        self, session_id: str, info: SessionInfo, origin: str | None
+    ) -> tuple[SessionRecord, Change | None]:
         """Create a session (and its SESSION_CREATED change, unless ``origin`` is None); returns once durable."""
-        revision = self._removed_marks.pop(session_id, self._removed_floor)
-        session = _Session(revision, info, tenant=tenant_of(session_id))
+        session = SessionRecord(self._removed_floor, info, tenant=tenant_of(session_id))
+        self._lists.check_growth(session, size := info_bytes(info))
+        self._lists.resize_list(session, size)  # counted once accepted: creations under way count too
+        revision = session.revision = self._removed_marks.pop(session_id, self._removed_floor)
         self._cursor += 1
         created = None
         if origin is not None:
@@ -233,6 +135,7 @@ class MemoryStore:
                 self._add(session_id, session, cursor, created)
             else:
                 self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
+                self._lists.release(session)
                 if revision != self._removed_floor:
                     self._removed_marks[session_id] = revision
 
@@ -241,15 +144,15 @@ class MemoryStore:
         await asyncio.shield(written)
         return session, created
 
-    def _add(self, session_id: str, session: _Session, cursor: int, created: Change | None) -> None:
+    def _add(self, session_id: str, session: SessionRecord, cursor: int, created: Change | None) -> None:
         self._sessions[session_id] = session
         bisect.insort(self._sorted_ids, session_id)
         if session.info.parent_id in self._sessions:
             self._adopt(session.info.parent_id, session_id)
-        self._schedule_expiry(session_id, session)
+        self._expiries.schedule(session_id, session)
         self._durable_cursor = cursor
         if created is not None:
-            self._record(created)
+            self._retained.append_to_feed(created)
 
     async def _settled(self, session_id: str | None = None) -> None:
         """Wait out creations and removals under way (of ``session_id``, or of any session)."""
@@ -276,17 +179,19 @@ class MemoryStore:
         if (existing := self._sessions.get(session_id)) is not None:
             if existing.info.parent_id != info.parent_id:
                 raise ParentMismatch(session_id, existing.info.parent_id)
-            return _state(session_id, existing), None
+            return durable_state(session_id, existing), None
         if info.parent_id and (info.parent_id not in self._sessions or info.parent_id in self._being_removed):
             raise SessionNotFound(info.parent_id)
         if len(self._sessions) + len(self._being_created) - 1 >= max_sessions:
             raise LimitExceeded("sessions", max_sessions)
         session, created = await self._insert(session_id, info, origin)
-        return _state(session_id, session), created
+        return durable_state(session_id, session), created
 
     async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         await self._settled()  # children being created are then children
-        if session_id not in self._sessions:
+        session = self._sessions.get(session_id)
+        renewed = reason is RemovalReason.EXPIRED and self._expiries.renewed(session_id, session)
+        if session is None or renewed:
             return []
         doomed = [session_id]
         for doomed_id in doomed:  # grows while iterating: a breadth-first walk of descendants
@@ -303,9 +208,9 @@ class MemoryStore:
     async def _removing(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
         """``_remove``, then the memory it let go of goes back to the system (once ``_remove``'s
         frame, which still holds the last session, is gone)."""
-        held = self._lists_bytes + self._retained.bytes
+        held = self._lists.bytes + self._retained.bytes
         removals = await self._remove(session_ids, reason, origin)
-        give_back(held - self._lists_bytes - self._retained.bytes)
+        give_back(held - self._lists.bytes - self._retained.bytes)
         return removals
 
     async def _remove(self, session_ids: list[str], reason: RemovalReason, origin: str) -> list[Change]:
@@ -352,12 +257,9 @@ class MemoryStore:
     def _apply_removal(self, removals: list[Change], marks: list[tuple[str, int]]) -> None:
         gone = {removal.session_id for removal in removals}
         self._removed_marks.update(marks)
-        for sid in gone:
-            session = self._sessions.pop(sid)
-            self._count_bytes(session, -session.size)
-            self._resize(session, -session.requests_size)
-            for change in session.history or ():
-                self._retained.release(change)
+        removed = {sid: self._sessions.pop(sid) for sid in gone}
+        for sid, session in removed.items():
+            self._lists.release(session)
             if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
         if len(gone) > 16:  # one pass, rather than a shift of the whole index per removed id
@@ -365,25 +267,10 @@ class MemoryStore:
         else:
             for sid in gone:
                 del self._sorted_ids[bisect.bisect_left(self._sorted_ids, sid)]
-        self._purge_feed(gone)
+        self._retained.forget_histories(removed)
         for removal in removals:
-            self._record(removal)
+            self._retained.append_to_feed(removal)
         self._durable_cursor = removals[-1].cursor
-
-    def _purge_feed(self, gone: set[str]) -> None:
-        """Let go of removed sessions' changes in the feed when they hold more than ``FEED_PURGE_BYTES``,
-        so that memory comes back now; a feed resuming from before them then gets a RESET (as when
-        history is gone). Smaller ones stay for resuming feeds until the feed moves past them."""
-        if sum(self._retained.size(change) for change in self._feed if change.session_id in gone) <= FEED_PURGE_BYTES:
-            return
-        kept: deque[Change] = deque()
-        for change in self._feed:
-            if change.session_id in gone:
-                self._retained.release(change)
-                self._feed_floor = max(self._feed_floor, change.cursor)
-            else:
-                kept.append(change)
-        self._feed = kept
 
     def _forget_marks(self, incoming: int) -> list[str]:
         """Make room for ``incoming`` marks: the oldest are folded into the floor."""
@@ -399,7 +286,7 @@ class MemoryStore:
         for session_id in self._ids_after(after_id, only):
             session = self._sessions[session_id]
             if not is_global_list(session_id) and only.matches(session_id, session.info):
-                found.append(_state(session_id, session))
+                found.append(durable_state(session_id, session))
                 if len(found) == limit:
                     break
         return found
@@ -424,11 +311,11 @@ class MemoryStore:
         return len(self._sessions) - 1  # the global list
 
     def held_bytes(self) -> tuple[int, int]:
-        return self._lists_bytes, self._retained.bytes
+        return self._lists.bytes, self._retained.bytes
 
     async def get(self, session_id: str) -> SessionState | None:
         session = self._sessions.get(session_id)
-        return None if session is None else _state(session_id, session)
+        return None if session is None else durable_state(session_id, session)
 
     async def write(
         self,
@@ -445,7 +332,16 @@ class MemoryStore:
         if session is None or session_id in self._being_removed:
             raise SessionNotFound(session_id)
         try:
-            return self._accept(session_id, session, mutation, expected_revision, request_id, origin, now, limits)
+            return self._accept(
+                session_id,
+                session,
+                mutation,
+                expected_revision=expected_revision,
+                request_id=request_id,
+                origin=origin,
+                now=now,
+                limits=limits,
+            )
         finally:
             # Every answer, refusals included, rests on the session's accepted state: given once that is durable.
             if session.pending is not None and session.written is not None:
@@ -454,8 +350,9 @@ class MemoryStore:
     def _accept(
         self,
         session_id: str,
-        session: _Session,
+        session: SessionRecord,
         mutation: Mutation,
+        *,
         expected_revision: int | None,
         request_id: str,
         origin: str,
@@ -463,9 +360,8 @@ class MemoryStore:
         limits: Limits,
     ) -> Written:
         """``write`` against the latest accepted state (never awaits, so it is atomic in the loop)."""
-        pending = session.pending
-        state = _state(session_id, session) if pending is None else _pending_state(session, pending)
-        if request_id and (previous := self._find_request(session, request_id)) is not None:
+        state = accepted_state(session_id, session)
+        if request_id and (previous := self._requests.find(session, request_id)) is not None:
             return Written(state, result=previous)
         if expected_revision is not None and expected_revision != state.revision:
             raise RevisionMismatch(session_id, expected_revision, state.revision)
@@ -483,19 +379,14 @@ class MemoryStore:
 
     def _commit(
         self,
-        session: _Session,
+        session: SessionRecord,
         change: Change,
         todos_before: tuple[Todo, ...],
         request: tuple[str, AddResult] | None,
     ) -> Change:
         """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
-        size = list_bytes(change.todos)
-        if size > session.size:
-            if self._lists_bytes - session.size + size > self._budget.lists:
-                raise LimitExceeded("memory", self._budget.total)
-            tenant_share = self._budget.per_tenant
-            if tenant_share and self._tenant_bytes.get(session.tenant, 0) - session.size + size > tenant_share:
-                raise LimitExceeded("memory per tenant", tenant_share)
+        size = state_bytes(change.todos, change.info)
+        self._lists.check_growth(session, size)
         self._cursor += 1
         change = replace(change, cursor=self._cursor)
         change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
@@ -505,7 +396,7 @@ class MemoryStore:
             return change
         before = session.pending
         if request is not None:
-            self._remember(session, *request, now)  # a retry of this AddTodo is answered once it is durable
+            self._requests.remember(session, *request, now)  # a retry of this AddTodo is answered once it is durable
 
         def done(error: BaseException | None) -> None:
             if error is None:
@@ -513,142 +404,45 @@ class MemoryStore:
             else:
                 self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
                 if request is not None:
-                    self._unremember(session, request[0])
+                    self._requests.forget(session, request[0])
             if session.pending is change:  # else a later write is pending
                 undone = error is not None and before is not None and before.revision > session.revision
                 session.pending = before if undone else None
 
         session.pending = change
-        floor = self._request_floor(session, change.revision, now)
+        floor = self._requests.floor(session, change.revision, now)
         session.written = self._journal.commit(change, todos_before, request, floor, done)
         return change
 
     def _apply(
-        self, session: _Session, change: Change, size: int, request: tuple[str, AddResult] | None, now: float
+        self, session: SessionRecord, change: Change, size: int, request: tuple[str, AddResult] | None, now: float
     ) -> None:
         """Make a change visible (once durable): the session, its history, the feed."""
         self._durable_cursor = change.cursor
         session.revision = change.revision
         session.todos = change.todos
-        self._count_bytes(session, size - session.size)
+        self._lists.resize_list(session, size - session.size)
         if change.info is not None:
             session.info = change.info
-        if self._history_limit:
-            if session.history is None:
-                session.history = deque()
-            session.history.append(change)
-            self._retained.hold(change)
-            if len(session.history) > self._history_limit:
-                self._retained.release(session.history.popleft())
-        self._record(change)
+        self._retained.keep_in_history(session, change)
+        self._retained.append_to_feed(change)
         if request is not None:
-            self._remember(session, *request, now)
-        self._forget_requests(session, now)
-        self._schedule_expiry(change.session_id, session)
-
-    def _record(self, change: Change) -> None:
-        """Append to the feed, then let go of the oldest retained changes beyond the count and
-        the history's share of the memory budget (from the feed and their session's history alike)."""
-        self._feed.append(change)
-        self._retained.hold(change)
-        if len(self._feed) > self._feed_limit:
-            self._retained.release(self._feed.popleft())
-        while self._retained.bytes > self._budget.history and (oldest := self._retained.oldest()) is not None:
-            if self._feed and self._feed[0] is oldest:
-                self._retained.release(self._feed.popleft())
-            session = self._sessions.get(oldest.session_id)
-            if session is not None and session.history and session.history[0] is oldest:
-                self._retained.release(session.history.popleft())
-            if oldest in self._retained:  # held elsewhere than at a front: never expected, never loop on it
-                log.error("retained change %s@%d is at no front; trimming stopped", oldest.session_id, oldest.revision)
-                return
-
-    def _remember(self, session: _Session, request_id: str, result: AddResult, now: float) -> None:
-        if session.requests is None:
-            session.requests = OrderedDict()
-        if (previous := session.requests.pop(request_id, None)) is not None:
-            self._resize(session, -_request_bytes(previous[0]))
-        session.requests[request_id] = (result, now)
-        self._resize(session, _request_bytes(result))
-
-    def _unremember(self, session: _Session, request_id: str) -> None:
-        if session.requests is not None and (remembered := session.requests.pop(request_id, None)) is not None:
-            self._resize(session, -_request_bytes(remembered[0]))
-
-    def _forget_requests(self, session: _Session, now: float) -> None:
-        floor = self._request_floor(session, session.revision, now)
-        while session.requests and next(iter(session.requests.values()))[0].revision < floor:
-            self._resize(session, -_request_bytes(session.requests.popitem(last=False)[1][0]))
-
-    def _request_floor(self, session: _Session, revision: int, now: float) -> int:
-        """The oldest revision whose request must still be remembered when the session is at ``revision``."""
-        for result, at in (session.requests or {}).values():
-            if result.revision >= revision - REQUEST_RETENTION_WRITES or at >= now - REQUEST_RETENTION_SECONDS:
-                return result.revision
-        return revision
-
-    def _resize(self, session: _Session, delta: int) -> None:
-        """Remembered requests count toward the lists' share of the budget."""
-        session.requests_size += delta
-        self._lists_bytes += delta
-        self._count_tenant(session, delta)
-
-    def _count_bytes(self, session: _Session, delta: int) -> None:
-        """A list grew or shrank by ``delta`` bytes."""
-        session.size += delta
-        self._lists_bytes += delta
-        self._count_tenant(session, delta)
-
-    def _count_tenant(self, session: _Session, delta: int) -> None:
-        if self._budget.per_tenant:
-            self._tenant_bytes[session.tenant] = self._tenant_bytes.get(session.tenant, 0) + delta
+            self._requests.remember(session, *request, now)
+        self._requests.forget_expired(session, now)
+        self._expiries.schedule(change.session_id, session)
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         session = self._sessions.get(session_id)
-        if session is None or revision > session.revision:
-            return None
-        history = session.history or ()
-        if revision < session.revision - len(history):
-            return None
-        return list(history)[len(history) - (session.revision - revision) :]
-
-    def _find_request(self, session: _Session, request_id: str) -> AddResult | None:
-        if session.requests is None:
-            return None
-        remembered = session.requests.get(request_id)
-        return None if remembered is None else remembered[0]
+        return None if session is None else self._retained.history_after(session, revision)
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
-        if cursor > self._durable_cursor or cursor < self._feed_floor:
-            return None
-        missed = self._durable_cursor - cursor
-        if missed > len(self._feed):
-            return None
-        return list(self._feed)[len(self._feed) - missed :] if missed else []
+        return self._retained.feed_after(cursor, self._durable_cursor)
 
     async def snapshot(self) -> tuple[int, list[SessionState]]:
-        return self._durable_cursor, [_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
-
-    def _schedule_expiry(self, session_id: str, session: _Session) -> None:
-        """At most one pending expiry per session: a later deadline is found when the entry comes due."""
-        if not session.expiry_scheduled and (deadline := session.info.expires_at) is not None:
-            heapq.heappush(self._expiries, (deadline, session_id))
-            session.expiry_scheduled = True
+        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
 
     async def expired(self, now: float) -> list[str]:
-        due = []
-        while self._expiries and self._expiries[0][0] <= now:
-            _, session_id = heapq.heappop(self._expiries)
-            session = self._sessions.get(session_id)
-            if session is None:
-                continue
-            session.expiry_scheduled = False
-            deadline = session.info.expires_at
-            if deadline is not None and deadline <= now:
-                due.append(session_id)
-            else:
-                self._schedule_expiry(session_id, session)
-        return due
+        return self._expiries.due(now, self._sessions)
 
     def on_external_change(self, listener: Callable[[Change], None]) -> None:
         """Nothing else writes to this store, so there is nothing to listen for."""
@@ -657,16 +451,3 @@ class MemoryStore:
         """Without a journal always available; with one, as available as its file is for writes."""
         if self._journal is not None:
             self._journal.on_availability_change(listener)
-
-
-def _request_bytes(result: AddResult) -> int:
-    return REQUEST_BYTES + list_bytes((result.todo,))
-
-
-def _state(session_id: str, session: _Session) -> SessionState:
-    return SessionState(session_id, session.revision, session.todos, session.info)
-
-
-def _pending_state(session: _Session, pending: Change) -> SessionState:
-    """The state a write builds on while ``pending`` is still being made durable."""
-    return SessionState(pending.session_id, pending.revision, pending.todos, pending.info or session.info)
