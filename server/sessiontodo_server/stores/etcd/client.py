@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 
@@ -59,11 +60,22 @@ def is_compacted(error: grpc.aio.AioRpcError) -> bool:
     return error.code() == grpc.StatusCode.OUT_OF_RANGE and "compacted" in (error.details() or "")
 
 
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member's channel and the stubs of the services the store calls (made once: a stub
+    costs more to make than a call)."""
+
+    channel: grpc.aio.Channel
+    kv: pb_grpc.KVStub
+    watch: pb_grpc.WatchStub
+    auth: pb_grpc.AuthStub
+
+
 class EtcdClient:
     def __init__(self, location: EtcdLocation) -> None:
         self.location = location
         self._credentials = _credentials(location) if location.tls else None
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._members: dict[str, Member] = {}
         self._current = 0
         """The member calls go to (an index into ``location.endpoints``)."""
         self._failed_at = [0.0] * len(location.endpoints)
@@ -71,23 +83,24 @@ class EtcdClient:
         self._token: tuple[tuple[str, str], ...] = ()
         self._failure_listeners: list[Callable[[int], None]] = []
 
-    def _channel(self, endpoint: str) -> grpc.aio.Channel:
-        channel = self._channels.get(endpoint)
-        if channel is None:
+    def _member(self, endpoint: str) -> Member:
+        member = self._members.get(endpoint)
+        if member is None:
             if self._credentials is None:
                 channel = grpc.aio.insecure_channel(endpoint, options=_OPTIONS)
             else:
                 channel = grpc.aio.secure_channel(endpoint, self._credentials, options=_OPTIONS)
-            self._channels[endpoint] = channel
-        return channel
+            member = Member(channel, pb_grpc.KVStub(channel), pb_grpc.WatchStub(channel), pb_grpc.AuthStub(channel))
+            self._members[endpoint] = member
+        return member
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
         return (("hasleader", "true"), *self._token)
 
-    def member(self) -> tuple[int, grpc.aio.Channel]:
-        """The member calls go to now, and its channel."""
-        return self._current, self._channel(self.location.endpoints[self._current])
+    def member(self) -> tuple[int, Member]:
+        """The member calls go to now (its index), and its stubs."""
+        return self._current, self._member(self.location.endpoints[self._current])
 
     def failed(self, member: int) -> None:
         """``member`` stopped answering: the next calls go to the member that failed longest ago
@@ -116,25 +129,25 @@ class EtcdClient:
     async def _authenticate(self) -> None:
         self._token = ()
         request = pb.AuthenticateRequest(name=self.location.user, password=self.location.password)
-        response = await self.call(lambda channel: pb_grpc.AuthStub(channel).Authenticate, request, retry=True)
+        response = await self.call(lambda member: member.auth.Authenticate, request, retry=True)
         self._token = (("token", response.token),)
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        for member in self._members.values():
+            await member.channel.close()
+        self._members.clear()
 
     async def call(
-        self, method: Callable[[grpc.aio.Channel], Callable[..., Awaitable[Response]]], request: Any, *, retry: bool
+        self, method: Callable[[Member], Callable[..., Awaitable[Response]]], request: Any, *, retry: bool
     ) -> Response:
-        """``method(stub)(request)`` on the current member; on another when it stops answering and
+        """``method(member)(request)`` on the current member; on another when it stops answering and
         ``retry`` (reads); raises UNAVAILABLE, or ``grpc.aio.AioRpcError`` for etcd's other refusals."""
         attempts = len(self.location.endpoints) if retry else 1
         authenticated = False
         while True:
-            member, channel = self.member()
+            index, member = self.member()
             try:
-                return await method(channel)(request, timeout=self.location.timeout, metadata=self.metadata)
+                return await method(member)(request, timeout=self.location.timeout, metadata=self.metadata)
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.UNAUTHENTICATED and self._token and not authenticated:
                     await self._authenticate()  # refused before it was applied: safe to send again
@@ -142,16 +155,24 @@ class EtcdClient:
                     continue
                 if error.code() not in TRANSIENT:
                     raise
-                self.failed(member)
+                self.failed(index)
                 attempts -= 1
                 if not attempts:
                     raise unavailable(error) from error
 
     async def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
-        return await self.call(lambda channel: pb_grpc.KVStub(channel).Range, request, retry=True)
+        return await self.call(_range, request, retry=True)
 
     async def txn(self, request: pb.TxnRequest, *, writes: bool = True) -> pb.TxnResponse:
-        return await self.call(lambda channel: pb_grpc.KVStub(channel).Txn, request, retry=not writes)
+        return await self.call(_txn, request, retry=not writes)
+
+
+def _range(member: Member) -> Callable[..., Awaitable[pb.RangeResponse]]:
+    return cast(Callable[..., Awaitable[pb.RangeResponse]], member.kv.Range)  # grpc's stubs are untyped
+
+
+def _txn(member: Member) -> Callable[..., Awaitable[pb.TxnResponse]]:
+    return cast(Callable[..., Awaitable[pb.TxnResponse]], member.kv.Txn)
 
 
 def _credentials(location: EtcdLocation) -> grpc.ChannelCredentials:

@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
-from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain.errors import Unavailable
 from sessiontodo_server.stores.etcd.client import EtcdClient
@@ -63,13 +62,22 @@ class Follower:
         """Whether etcd was reported unavailable."""
         self._member = -1
         """The member the current stream reads from."""
-        self._abandoned: asyncio.Future[None] | None = None
-        """Set when calls to that member fail: the stream is given up without waiting for silence."""
+        self._stream: grpc.aio.StreamStreamCall | None = None
+        self._given_up = ""
+        """Why this replica ended the current stream itself (it then reads as cancelled)."""
+        self._heard = 0.0
+        """When the current stream last said anything (loop time)."""
         client.on_failure(self._member_failed)
 
     def _member_failed(self, member: int) -> None:
-        if member == self._member and self._abandoned is not None and not self._abandoned.done():
-            self._abandoned.set_result(None)
+        """Calls to ``member`` failed: a stream on it is given up without waiting for silence."""
+        if member == self._member:
+            self._give_up(f"calls to etcd member {member + 1} failed")
+
+    def _give_up(self, why: str) -> None:
+        if self._stream is not None and not self._stream.done():
+            self._given_up = why
+            self._stream.cancel()
 
     def on_availability(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         self._availability = listener
@@ -108,63 +116,68 @@ class Follower:
 
     async def _follow(self) -> None:
         """One watch stream, until it fails."""
-        member, channel = self._client.member()
-        self._member, self._abandoned = member, asyncio.get_running_loop().create_future()
-        call = pb_grpc.WatchStub(channel).Watch(metadata=self._client.metadata)
-        reading: asyncio.Future[pb.WatchResponse] | None = None
+        member, stubs = self._client.member()
+        loop = asyncio.get_running_loop()
+        call = stubs.watch.Watch(metadata=self._client.metadata)
+        self._member, self._stream, self._given_up, self._heard = member, call, "", loop.time()
+        create = pb.WatchCreateRequest(key=self._prefix, range_end=range_end(self._prefix))
+        create.start_revision, create.progress_notify = self.revision + 1, True
+        watching_over = asyncio.create_task(self._watch_over(call, member), name="etcd-watch-liveness")
         try:
-            create = pb.WatchCreateRequest(
-                key=self._prefix,
-                range_end=range_end(self._prefix),
-                start_revision=self.revision + 1,
-                progress_notify=True,
-            )
-            await call.write(pb.WatchRequest(create_request=create))
-            silent = 0.0
-            while True:
-                if reading is None:
-                    reading = asyncio.ensure_future(call.read())
-                done, _ = await asyncio.wait(
-                    [reading, self._abandoned], timeout=PROGRESS_SECONDS, return_when=asyncio.FIRST_COMPLETED
-                )
-                if self._abandoned.done():
-                    raise ConnectionError(f"calls to etcd member {member + 1} failed")
-                if not done:
-                    silent += PROGRESS_SECONDS
-                    if silent >= SILENT_SECONDS:
-                        raise TimeoutError(f"etcd member {member + 1} silent for {silent:.0f}s")
-                    if call.done():  # ended meanwhile: its status is read next
-                        continue
-                    await call.write(pb.WatchRequest(progress_request=pb.WatchProgressRequest()))
-                    continue
-                response = reading.result()
-                reading, silent = None, 0.0
-                if response is grpc.aio.EOF:
-                    raise ConnectionError("the etcd watch stream ended")
-                if response.created:
-                    if response.header.revision < self.revision:
-                        raise HistoryLost(f"etcd is at revision {response.header.revision}, behind {self.revision}")
-                    self._streaming = True
-                    if self._down:
-                        log.info("following the etcd cluster again")
-                        self._down = False
-                        await self._announce(True)
-                if response.compact_revision:
-                    raise HistoryLost(f"etcd compacted its history past revision {self.revision}")
-                if response.canceled:
-                    raise ConnectionError(f"etcd ended the watch: {response.cancel_reason}")
-                for revision, events in by_revision(response.events):
-                    await self._deliver(revision, events)
-                    self.revision = revision
+            try:
+                await self._read(call, create)
+            except asyncio.CancelledError:  # the stream given up (the call cancelled), or the store closing
+                task = asyncio.current_task()
+                if not self._given_up or (task is not None and task.cancelling()):
+                    raise
+                raise ConnectionError(self._given_up) from None
         except (grpc.aio.AioRpcError, TimeoutError, ConnectionError):
             self._client.failed(member)
             raise
         finally:
-            if reading is not None:
-                reading.cancel()
-                with contextlib.suppress(BaseException):
-                    await reading
+            self._stream = None
+            watching_over.cancel()
             call.cancel()
+            await asyncio.wait([watching_over])
+
+    async def _read(self, call: grpc.aio.StreamStreamCall, create: pb.WatchCreateRequest) -> None:
+        """Create the watch, then deliver what the stream carries until it fails."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(self._client.location.timeout):  # grpc's write waits for ever on a call
+            await call.write(pb.WatchRequest(create_request=create))  # that failed before it started
+        while True:
+            response = await call.read()
+            self._heard = loop.time()
+            if response is grpc.aio.EOF:
+                raise ConnectionError("the etcd watch stream ended")
+            if response.created:
+                if response.header.revision < self.revision:
+                    raise HistoryLost(f"etcd is at revision {response.header.revision}, behind {self.revision}")
+                self._streaming = True
+                if self._down:
+                    log.info("following the etcd cluster again")
+                    self._down = False
+                    await self._announce(True)
+            if response.compact_revision:
+                raise HistoryLost(f"etcd compacted its history past revision {self.revision}")
+            if response.canceled:
+                raise ConnectionError(f"etcd ended the watch: {response.cancel_reason}")
+            for revision, events in by_revision(response.events):
+                await self._deliver(revision, events)
+                self.revision = revision
+
+    async def _watch_over(self, call: grpc.aio.StreamStreamCall, member: int) -> None:
+        """Ask for progress when the stream is quiet; give it up when it stays silent."""
+        loop = asyncio.get_running_loop()
+        while not call.done():
+            await asyncio.sleep(PROGRESS_SECONDS)
+            silent = loop.time() - self._heard
+            if silent >= SILENT_SECONDS:
+                self._give_up(f"etcd member {member + 1} silent for {silent:.0f}s")
+            elif silent >= PROGRESS_SECONDS and not call.done():
+                with contextlib.suppress(asyncio.InvalidStateError, TimeoutError):  # ended meanwhile
+                    async with asyncio.timeout(PROGRESS_SECONDS):
+                        await call.write(pb.WatchRequest(progress_request=pb.WatchProgressRequest()))
 
     async def _announce(self, available: bool) -> None:
         if self._availability is not None:

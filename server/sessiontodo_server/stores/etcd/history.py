@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import grpc
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
-from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain.errors import Unavailable
 from sessiontodo_server.domain.todos import Change
@@ -73,12 +72,13 @@ async def feed_between(
     there are more than ``limit`` or etcd compacted them away. ``until`` must be a change's cursor."""
     changes: list[Change] = []
     last_revision = revision_of(until)
-    member, channel = client.member()
-    call = pb_grpc.WatchStub(channel).Watch(metadata=client.metadata)
+    member, stubs = client.member()
+    call = stubs.watch.Watch(metadata=client.metadata)
     try:
         create = pb.WatchCreateRequest(key=keys.prefix, range_end=range_end(keys.prefix))
         create.start_revision = revision_of(after)
-        await call.write(pb.WatchRequest(create_request=create))
+        async with asyncio.timeout(timeout):  # grpc's write waits for ever on a call that failed before it started
+            await call.write(pb.WatchRequest(create_request=create))
         while True:
             async with asyncio.timeout(timeout):
                 response = await call.read()
