@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup debian-packages run opencode mcp test lint proto-release bench clean
+.PHONY: setup debian-packages run opencode mcp test test-fast lint proto-release bench clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -63,6 +63,10 @@ mcp: setup
 test: debian-packages setup $(NODE_DEPS)
 	$(BIN)/python -m pytest $(ARGS)
 
+## test-fast: run the unit tier (tests/unit: domain and pure code, no sockets or processes) in seconds
+test-fast: setup
+	$(BIN)/python -m pytest tests/unit $(ARGS)
+
 ## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes, written to a temporary folder)
 bench: debian-packages setup
 	$(BIN)/python bench/run.py $(ARGS)
@@ -76,7 +80,6 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	for conftest in $(wildcard tests/*/conftest.py tests/*/*/conftest.py); do $(BIN)/mypy "$$conftest"; done
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
 	$(BIN)/buf breaking --against $(PROTO_BASELINE)

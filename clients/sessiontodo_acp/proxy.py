@@ -309,7 +309,8 @@ async def serve(
         loop.add_signal_handler(signum, running.signal, signum)
     if received:
         running.signal(received[-1])
-    assert agent.stdin is not None and agent.stdout is not None
+    assert agent.stdin is not None
+    assert agent.stdout is not None
     agent_pipes = await _pipe_reader(agent.stdout, settings.max_line_bytes), await _pipe_writer(agent.stdin)
     async with editor_stdio(protocol_output_fd, settings.max_line_bytes) as editor:
         log.info("proxying %s", agent.args)

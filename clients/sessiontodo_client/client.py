@@ -382,13 +382,19 @@ class TodoClient:
         return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
 
     async def batch_get_todos(self, session_ids: Sequence[str]) -> tuple[list[SessionTodos], list[str]]:
-        """The lists of the sessions that exist, in request order, and the ids that name none."""
-        response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
-        found = [
-            SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
-            for entry in response.sessions
-        ]
-        return found, list(response.missing_session_ids)
+        """The lists of the sessions that exist, in request order, and the ids that name none (asking
+        again for those a response had no room for)."""
+        found: list[SessionTodos] = []
+        missing: list[str] = []
+        while True:
+            response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
+            found += [
+                SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
+                for entry in response.sessions
+            ]
+            missing += response.missing_session_ids
+            if not (session_ids := list(response.unread_session_ids)):
+                return found, missing
 
     async def replace_todos(
         self, session_id: str, todos: Sequence[Todo], expected_revision: int | None = None, *, origin: str = ""

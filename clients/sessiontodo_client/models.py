@@ -37,6 +37,8 @@ class ChangeKind(StrEnum):
     PROGRESS = "progress"
     SESSION_CREATED = "session_created"
     SESSION_UPDATED = "session_updated"
+    SESSION_LEFT_VIEW = "session_left_view"
+    """Feeds with a labels filter: the session's labels no longer match; forget it."""
 
 
 class RemovalReason(StrEnum):

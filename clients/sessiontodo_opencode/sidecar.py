@@ -59,10 +59,11 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
     if refusal := settings.refusal():
         raise StartupError(refusal)
+    host = settings.host.strip("[]")  # an IPv6 address, bracketed or not
     if settings.port:
         # Probe first: uvicorn reports a taken port only with a log line and SystemExit.
         try:
-            with socket.create_server((settings.host, settings.port)):
+            with socket.create_server((host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
                 pass
         except OSError as error:
             reason = os.strerror(error.errno) if error.errno else str(error)
@@ -91,7 +92,7 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     )
     config = uvicorn.Config(
         app,
-        host=settings.host,
+        host=host,
         port=settings.port,
         lifespan="off",
         log_config=None,

@@ -23,7 +23,7 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import fd_limits
-from sessiontodo_server.api.auth import AuthFileError, AuthInterceptor
+from sessiontodo_server.api.auth import ANONYMOUS_HEALTH_WATCHES, AuthFileError, AuthInterceptor
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.api.servicer import TodoServicer, add_health_service, add_todo_service
 from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
@@ -107,6 +107,16 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         ("grpc.http2.min_ping_interval_without_data_ms", _ms(settings.min_client_ping_interval)),
         ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 1),
+        # HTTP/2 rapid reset (HEADERS then RST_STREAM in a loop, CVE-2023-44487): gRPC core's own
+        # protections, set here on purpose. Fewer new streams are taken per read of a connection;
+        # streams over the concurrency limit, counting reset ones not yet freed, are refused; and
+        # resets are answered with a PING the client must acknowledge: a client that resets
+        # without reading stalls its own connection (gRPC stops reading it), and one that never
+        # acknowledges is dropped when the ping times out.
+        ("grpc.http2.max_requests_per_read", MAX_REQUESTS_PER_READ),
+        ("grpc.http.overload_protection", 1),
+        ("grpc.http2.ping_on_rst_stream_percent", 100),
+        ("grpc.http2.ping_timeout_ms", _ms(settings.keepalive_timeout)),
     ]
     if settings.max_connection_age:
         options += [
@@ -115,6 +125,9 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         ]
     return options
 
+
+MAX_REQUESTS_PER_READ = 16
+"""New streams gRPC core accepts from one connection per read (its default is 32)."""
 
 _FOREVER = 2**31 - 1  # INT_MAX: what gRPC core takes as "never"
 
@@ -129,11 +142,12 @@ class ListenError(Exception):
 
 def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.ServerCredentials | None) -> int:
     """Bind the port, failing with one clear sentence (gRPC's own error says only to turn on its debug logs)."""
-    address = f"{settings.host}:{settings.port}"
+    host = settings.host.strip("[]")
+    address = f"[{host}]:{settings.port}" if ":" in host else f"{host}:{settings.port}"
     if settings.port and not settings.reuse_port:
         # Probe first, as gRPC binds (SO_REUSEADDR): a taken port fails here without gRPC's log noise.
         try:
-            with socket.create_server((settings.host, settings.port)):
+            with socket.create_server((host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
                 pass
         except OSError as error:
             raise ListenError(
@@ -236,7 +250,9 @@ def _security(settings: Settings) -> _Security:
         tls = None
         if settings.tls_cert is not None and settings.tls_key is not None:
             tls = ReloadableTls(TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca))
-        auth = AuthInterceptor(settings.auth_file) if settings.auth_file is not None else None
+        auth = None
+        if settings.auth_file is not None:
+            auth = AuthInterceptor(settings.auth_file, min(ANONYMOUS_HEALTH_WATCHES, settings.max_watchers))
     except (TlsError, AuthFileError) as error:
         raise StartupError(str(error)) from error
     return _Security(tls, auth)
@@ -321,6 +337,7 @@ async def _serve(
         limits.max_watchers,
         settings.budget().buffers,
         limits.max_watchers_per_tenant,
+        position=store.feed_position(),  # a restarted server's feeds go on from the store's cursor
     )
     book = TodoBook(store, hub, limits, default_idle_ttl=settings.default_idle_ttl, observer=metrics)
     streams = TodoStreams(book, store, hub, limits, progress_interval=settings.progress_interval, observer=metrics)

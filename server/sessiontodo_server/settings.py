@@ -11,7 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_server.domain.budget import DEFAULT_BUDGET, MemoryBudget
-from sessiontodo_server.domain.todos import Limits
+from sessiontodo_server.domain.todos import MAX_IDLE_TTL, Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 
@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     default_idle_ttl: float = Field(
         0,
         ge=0,
+        le=MAX_IDLE_TTL,
         description="Seconds a session may go without a change before it expires, unless it sets its own; 0 never.",
     )
     expiry_interval: float = Field(1.0, gt=0, description="Seconds between checks for expired sessions.")
@@ -155,6 +156,12 @@ class Settings(BaseSettings):
             return "--tls-cert and --tls-key go together"
         if self.tls_client_ca is not None and self.tls_cert is None:
             return "--tls-client-ca needs --tls-cert and --tls-key"
+        if self.metrics_port is not None and not (_is_loopback(self.metrics_host) or self.insecure):
+            return (
+                f"refusing to serve metrics on {self.metrics_host!r}: the metrics endpoint is plain HTTP without "
+                "tokens, open to anyone who can reach it; bind it to 127.0.0.1, or pass --insecure if the network "
+                "is trusted"
+            )
         if _is_loopback(self.host) or self.insecure or (self.tls_cert is not None and self.auth_file is not None):
             return None
         needed = (("--tls-cert/--tls-key", self.tls_cert), ("--auth-file", self.auth_file))

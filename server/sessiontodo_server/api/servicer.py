@@ -34,7 +34,11 @@ from sessiontodo_server.api.conversions import (
 from sessiontodo_server.api.error_status import abort, translating_errors
 from sessiontodo_server.domain import errors, tenancy
 from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.store import SessionState
 from sessiontodo_server.domain.streams import TodoStreams
+
+_ENTRY_FRAMING = 8
+"""Bytes a repeated message field adds around each entry (its tag and length), at most."""
 
 
 class TodoServicer:
@@ -91,6 +95,7 @@ class TodoServicer:
             parent_id=qualified(request.parent_id, "parent_id"),
             labels=dict(request.labels),
             tenant=tenancy.current(),
+            size=lambda state: session_to_pb(state).ByteSize() + _ENTRY_FRAMING,
         )
         return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
 
@@ -104,13 +109,20 @@ class TodoServicer:
     @translating_errors
     async def BatchGetTodos(self, request: pb.BatchGetTodosRequest, context: Any) -> pb.BatchGetTodosResponse:
         session_ids = [qualified(sid, f"session_ids[{i}]") for i, sid in enumerate(request.session_ids)]
-        found, missing = await self._book.batch_get(session_ids)
-        response = pb.BatchGetTodosResponse(missing_session_ids=map(tenancy.local, missing))
-        for state in found:
-            entry = response.sessions.add()
+        entries: dict[str, pb.SessionTodos] = {}
+
+        def size(state: SessionState) -> int:
+            entry = entries[state.session_id] = pb.SessionTodos()
             fill_session(entry.session, state.session_id, state.revision, len(state.todos), state.info)
             add_todos(entry.todos, state.todos)
-        return response
+            return entry.ByteSize() + _ENTRY_FRAMING
+
+        found, missing, unread = await self._book.batch_get(session_ids, size)
+        return pb.BatchGetTodosResponse(
+            sessions=[entries[state.session_id] for state in found],
+            missing_session_ids=map(tenancy.local, missing),
+            unread_session_ids=map(tenancy.local, unread),
+        )
 
     @translating_errors
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:

@@ -20,7 +20,6 @@ from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
-    LimitExceeded,
     RequestIdReused,
     RevisionMismatch,
     SessionNotFound,
@@ -48,6 +47,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10_000
+MAX_RESPONSE_BYTES = 3 << 20
+"""Most bytes of sessions one ListSessions page or BatchGetTodos response carries, as the
+transport encodes them: gRPC clients refuse messages over 4 MiB by default. One session always
+fits (lists are at most 3 MiB of text), so each response carries at least one."""
+
+Sizer = Callable[[SessionState], int]
+"""How many bytes a session takes in a response (the transport's encoding)."""
 
 
 class TodoBook:
@@ -69,10 +75,6 @@ class TodoBook:
         self._limits = limits
         self._default_idle_ttl = default_idle_ttl
         self._clock = clock
-        self._tenant_sessions: dict[str, int] = {}
-        """Sessions per tenant, counted once on a tenant's first create and then kept up to date
-        (only while ``max_sessions_per_tenant`` is on)."""
-        self._tenant_locks: dict[str, asyncio.Lock] = {}
         store.on_external_change(self._on_external_change)
 
     @property
@@ -106,48 +108,24 @@ class TodoBook:
         if parent_id:
             violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
         violations += ops.label_violations(labels, self._limits)
-        if idle_ttl is not None and idle_ttl < 1:
-            violations.append(("idle_ttl", "must be at least one second"))
+        violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=False)
         if violations:
             raise InvalidArgument(violations)
         ops.check_origin(origin)
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
         info = SessionInfo(parent_id, ops.frozen(labels), now, now, ttl)
-        if not self._limits.max_sessions_per_tenant:
-            return await self._create(session_id, info, origin)
-        tenant = tenancy.tenant_of(session_id)
-        async with self._tenant_locks.setdefault(tenant, asyncio.Lock()):  # one check-and-create at a time
-            if await self._store.get(session_id) is None:
-                if await self._count_sessions(tenant) >= self._limits.max_sessions_per_tenant:
-                    raise LimitExceeded("sessions per tenant", self._limits.max_sessions_per_tenant)
-            return await self._create(session_id, info, origin)
+        return await self._create(session_id, info, origin)
 
     async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
-        state, created = await self._store.create_session(session_id, info, self._limits.max_sessions, origin)
+        """The store checks both session limits as it creates: one step, whatever the replicas."""
+        state, created = await self._store.create_session(
+            session_id, info, self._limits.max_sessions, origin, max_per_tenant=self._limits.max_sessions_per_tenant
+        )
         if created is not None:
-            self._published(created)
+            self._hub.publish(created)
             log.info("session %s created (parent %r)", session_id, info.parent_id)
         return state, created is not None
-
-    async def _count_sessions(self, tenant: str) -> int:
-        if (known := self._tenant_sessions.get(tenant)) is not None:
-            return known
-        count, after, only = 0, "", SessionFilter(tenant=tenant)
-        while page := await self._store.list_sessions(after, MAX_PAGE_SIZE, only):
-            count += len(page)
-            after = page[-1].session_id
-        return self._tenant_sessions.setdefault(tenant, count)
-
-    def _count(self, change: Change) -> None:
-        """Follow a creation or removal in the per-tenant session counts (global lists never count)."""
-        tenant = tenancy.tenant_of(change.session_id)
-        if tenant in self._tenant_sessions and not ops.is_global_list(change.session_id):
-            self._tenant_sessions[tenant] += 1 if change.kind is ChangeKind.SESSION_CREATED else -1
-
-    def _published(self, created: Change) -> None:
-        self._count(created)
-        self._hub.publish(created)
 
     async def update_session(
         self,
@@ -161,8 +139,7 @@ class TodoBook:
     ) -> tuple[SessionState, bool]:
         violations = ops.label_violations(set_labels, self._limits)
         violations += ops.check_key_changes(set_labels, remove_label_keys, "remove_label_keys")
-        if idle_ttl is not None and (idle_ttl < 0 or 0 < idle_ttl < 1):
-            violations.append(("idle_ttl", "must be zero (never expire) or at least one second"))
+        violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=True)
         if violations:
             raise InvalidArgument(violations)
         mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
@@ -183,7 +160,6 @@ class TodoBook:
 
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:
-            self._count(removal)
             self._hub.end_session(removal)
             log.info("session %s %s", removal.session_id, removal.reason or RemovalReason.REMOVED)
         return [removal.session_id for removal in removals]
@@ -196,14 +172,19 @@ class TodoBook:
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         tenant: str | None = None,
+        size: Sizer | None = None,
     ) -> tuple[list[SessionState], str]:
+        """A page of at most ``page_size`` sessions and ``MAX_RESPONSE_BYTES`` (by ``size``), and
+        the token of the next page ("" on the last)."""
         only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
         if violations := violations + self.filter_violations(only, ""):
             raise InvalidArgument(violations)
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
-        return sessions, (_page_token(sessions[-1].session_id, only) if len(sessions) == limit else "")
+        page = _within_bytes(sessions, size)
+        more = len(page) < len(sessions) or len(sessions) == limit
+        return page, (_page_token(page[-1].session_id, only) if more else "")
 
     async def get(self, session_id: str) -> SessionState:
         ops.check_session_id(session_id, self._limits)
@@ -213,30 +194,37 @@ class TodoBook:
         return state
 
     async def _load(self, session_id: str) -> SessionState | None:
-        """The session, or None; a tenant's global list is made on first use, as the default one
-        always exists."""
+        """The session, or None. A tenant's global list always exists, as the default one does:
+        until its first write makes it, it reads as empty at revision 0 (a read never writes)."""
         state = await self._store.get(session_id)
-        if state is None and tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
-            now = self._clock()
-            state, _ = await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
+        if state is None and _is_tenants_global_list(session_id):
+            return SessionState(session_id, 0, (), SessionInfo())
         return state
 
-    async def batch_get(self, session_ids: Sequence[str]) -> tuple[list[SessionState], list[str]]:
-        """The sessions that exist, in request order (each once), and the ids that name none."""
+    async def batch_get(
+        self, session_ids: Sequence[str], size: Sizer | None = None
+    ) -> tuple[list[SessionState], list[str], list[str]]:
+        """The sessions that exist, in request order (each once), up to ``MAX_RESPONSE_BYTES`` (by
+        ``size``); the ids that name none; the ids left unread for lack of room (ask again)."""
         if len(session_ids) > self._limits.max_batch_size:
             raise InvalidArgument([("session_ids", f"at most {self._limits.max_batch_size} ids")])
         unique = list(dict.fromkeys(session_ids))
         violations = self._ids_violations(unique, "session_ids")
         if violations:
             raise InvalidArgument(violations)
-        found, missing = [], []
-        for session_id in unique:
+        found: list[SessionState] = []
+        missing: list[str] = []
+        held = 0
+        for n, session_id in enumerate(unique):
             state = await self._load(session_id)
             if state is None:
                 missing.append(session_id)
-            else:
-                found.append(state)
-        return found, missing
+                continue
+            held += size(state) if size is not None else 0
+            if found and held > MAX_RESPONSE_BYTES:
+                return found, missing, unique[n:]
+            found.append(state)
+        return found, missing, []
 
     def filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
         """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
@@ -330,8 +318,9 @@ class TodoBook:
         """One atomic write in the store; its change goes to this process's watchers."""
         ops.check_session_id(session_id, self._limits)
         ops.check_origin(origin)
-        if tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
-            await self._load(session_id)  # a tenant's global list exists from its first use
+        if _is_tenants_global_list(session_id) and await self._store.get(session_id) is None:
+            now = self._clock()  # a tenant's global list is made by its first write
+            await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
         try:
             written = await self._store.write(
                 session_id,
@@ -353,10 +342,7 @@ class TodoBook:
         if change.kind is ChangeKind.RESET and not change.session_id:
             self._hub.lag_all(change.cursor)
         elif change.kind is ChangeKind.SESSION_REMOVED:
-            self._count(change)
             self._hub.end_session(change)
-        elif change.kind is ChangeKind.SESSION_CREATED:
-            self._published(change)
         else:
             self._hub.publish(change)
 
@@ -382,6 +368,22 @@ class TodoBook:
 
     def shut_down(self) -> None:
         self._hub.shut_down()
+
+
+def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[SessionState]:
+    """The first of ``sessions`` that fit in ``MAX_RESPONSE_BYTES`` together (at least one)."""
+    if size is None:
+        return sessions
+    held = 0
+    for n, state in enumerate(sessions):
+        held += size(state)
+        if n and held > MAX_RESPONSE_BYTES:
+            return sessions[:n]
+    return sessions
+
+
+def _is_tenants_global_list(session_id: str) -> bool:
+    return bool(tenancy.tenant_of(session_id)) and ops.is_global_list(session_id)
 
 
 def _filter_digest(only: SessionFilter) -> str:

@@ -90,10 +90,12 @@ class TodoStore(Protocol):
     async def close(self) -> None: ...
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         """Get or create; the SESSION_CREATED change when created. Raises SessionNotFound
-        (parent), ParentMismatch or LimitExceeded.
+        (parent), ParentMismatch or LimitExceeded (``max_sessions`` in all, or ``max_per_tenant``
+        of the id's tenant, its global list not counted; 0: no such limit), checked and created
+        in one step however many replicas share the store.
 
         A new session starts at revision 0, or above every revision a removed session with
         the same id reached, so a revision from a previous incarnation never looks current.
@@ -116,6 +118,10 @@ class TodoStore(Protocol):
 
     def held_bytes(self) -> tuple[int, int]:
         """Bytes this process holds against the memory budget for lists, and for history and feed."""
+
+    def feed_position(self) -> int:
+        """The cursor of the newest change this process has delivered (once open: what a feed
+        starting from now has seen everything up to, a restarted server included)."""
 
     async def write(
         self,
@@ -147,8 +153,9 @@ class TodoStore(Protocol):
     async def feed_after(self, cursor: int) -> list[Change] | None:
         """Every change after ``cursor`` up to now, in feed order, or None when they cannot be bridged."""
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
-        """Every session, read at one feed cursor, and that cursor."""
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        """Every session (or every one of ``tenant``'s, its global list included, reading no other
+        tenant's), read at one feed cursor, and that cursor."""
 
     async def expired(self, now: float) -> list[str]:
         """Ids of sessions whose idle TTL has run out at ``now``."""

@@ -43,6 +43,8 @@ class ChangeKind(StrEnum):
     PROGRESS = "progress"
     SESSION_CREATED = "session_created"
     SESSION_UPDATED = "session_updated"
+    SESSION_LEFT_VIEW = "session_left_view"
+    """Feeds with a labels filter only: the session's labels no longer match (never stored)."""
 
 
 class RemovalReason(StrEnum):
@@ -110,14 +112,37 @@ class SessionFilter:
         return f"{self.tenant}{tenancy.SEPARATOR}" if self.tenant else ""
 
     def matches(self, session_id: str, info: SessionInfo | None) -> bool:
+        if not self._matches_but_labels(session_id, info):
+            return False
+        if info is None:
+            return not self.labels
+        return self._labels_match(info)
+
+    def shows(self, change: Change) -> bool:
+        """Whether a feed with this filter sends ``change``: it matches, or it leaves the view."""
+        return self.matches(change.session_id, change.info) or self.leaves_view(change)
+
+    def leaves_view(self, change: Change) -> bool:
+        """Whether ``change`` takes its session out of this filter's view: its labels changed and
+        no longer match, all else matching. (Whether they matched before is not known here.)"""
+        return (
+            bool(self.labels)
+            and change.kind is ChangeKind.SESSION_UPDATED
+            and change.info is not None
+            and self._matches_but_labels(change.session_id, change.info)
+            and not self._labels_match(change.info)
+        )
+
+    def _matches_but_labels(self, session_id: str, info: SessionInfo | None) -> bool:
         if self.session_ids and session_id not in self.session_ids:
             return False
         if self.tenant is not None and tenancy.tenant_of(session_id) != self.tenant:
             return False
         if info is None:
-            return not (self.parent_id or self.labels)
-        if self.parent_id and info.parent_id != self.parent_id:
-            return False
+            return not self.parent_id
+        return not self.parent_id or info.parent_id == self.parent_id
+
+    def _labels_match(self, info: SessionInfo) -> bool:
         return all(info.labels.get(key) == value for key, value in self.labels.items())
 
 
@@ -211,6 +236,26 @@ def check_session_id(session_id: str, limits: Limits, field: str = "session_id")
 LABEL_KEY_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,128}")
 METADATA_KEY_MAX_LENGTH = 128
 MAX_ORIGIN_LENGTH = 128
+
+MAX_IDLE_TTL = 315_576_000_000.0
+"""The longest idle TTL: protobuf Duration's range (10,000 years), so a session always reads back."""
+
+
+def idle_ttl_violations(idle_ttl: float | None, *, zero_allowed: bool) -> list[tuple[str, str]]:
+    """What is wrong with an idle TTL: below a second (zero: never expire, where allowed) or past
+    protobuf Duration's range."""
+    if idle_ttl is None or (zero_allowed and idle_ttl == 0):
+        return []
+    if idle_ttl < 1:
+        return [
+            (
+                "idle_ttl",
+                "must be zero (never expire) or at least one second" if zero_allowed else "must be at least one second",
+            )
+        ]
+    if idle_ttl > MAX_IDLE_TTL:
+        return [("idle_ttl", f"must be at most {int(MAX_IDLE_TTL)} seconds (protobuf Duration's range)")]
+    return []
 
 
 def label_violations(labels: Mapping[str, str], limits: Limits, field: str = "labels") -> list[tuple[str, str]]:

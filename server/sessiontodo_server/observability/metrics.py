@@ -261,10 +261,12 @@ class InstrumentedStore:
         await self._store.close()
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         with self._timed("create_session"):
-            return await self._store.create_session(session_id, info, max_sessions, origin)
+            return await self._store.create_session(
+                session_id, info, max_sessions, origin, max_per_tenant=max_per_tenant
+            )
 
     async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         with self._timed("remove_session"):
@@ -288,6 +290,9 @@ class InstrumentedStore:
 
     def held_bytes(self) -> tuple[int, int]:
         return self._store.held_bytes()
+
+    def feed_position(self) -> int:
+        return self._store.feed_position()
 
     async def write(
         self,
@@ -319,9 +324,9 @@ class InstrumentedStore:
         with self._timed("feed_after"):
             return await self._store.feed_after(cursor)
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
         with self._timed("snapshot"):
-            return await self._store.snapshot()
+            return await self._store.snapshot(tenant)
 
     async def expired(self, now: float) -> list[str]:
         with self._timed("expired"):

@@ -1,22 +1,22 @@
-"""Fixtures for the etcd store: a real etcd cluster per test, stores and replicas on it."""
+"""Fixtures for the etcd store: stores (each one stands for a replica) on the test's cluster
+(``etcd``, one member); every test here is marked ``etcd`` and ``process``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
-from etcd_support import EtcdCluster
 
 from sessiontodo_server.stores.etcd import EtcdStore
+from tests.support.etcd_cluster import EtcdCluster
+from tests.support.markers import mark_folder
 
 HISTORY = 8
 
 
-@pytest.fixture
-def etcd() -> Iterator[EtcdCluster]:
-    """One member: enough for everything but failover."""
-    with EtcdCluster() as cluster:
-        yield cluster
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_folder(items, Path(__file__).parent, pytest.mark.etcd, pytest.mark.process)
 
 
 @pytest.fixture

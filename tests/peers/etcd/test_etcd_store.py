@@ -9,9 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
-from etcd_support import EtcdCluster
 
-from certificates import CertificateAuthority
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from sessiontodo_server.app import open_store
@@ -23,7 +21,9 @@ from sessiontodo_server.domain.todos import EVERY_SESSION, Change, ChangeKind, L
 from sessiontodo_server.settings import redact_url
 from sessiontodo_server.stores.etcd import EtcdStore, parse_etcd_url, tree
 from sessiontodo_server.stores.etcd import store as etcd_store
-from support import eventually
+from tests.support import eventually
+from tests.support.certificates import CertificateAuthority
+from tests.support.etcd_cluster import EtcdCluster
 
 OpenReplica = Callable[..., Awaitable[EtcdStore]]
 LIMITS = Limits()
@@ -113,7 +113,8 @@ async def test_conditional_writes_racing_through_several_replicas_have_exactly_o
         ]
         outcomes = await asyncio.gather(*attempts, return_exceptions=True)
         winners = [o for o in outcomes if isinstance(o, Written)]
-        assert len(winners) == 1 and all(isinstance(o, RevisionMismatch) for o in outcomes if o is not winners[0])
+        assert len(winners) == 1
+        assert all(isinstance(o, RevisionMismatch) for o in outcomes if o is not winners[0])
         assert await replicas[2].get("s") == winners[0].state
 
 
@@ -128,7 +129,8 @@ async def test_unconditional_writers_on_two_replicas_never_fail_on_contention(op
     written = await asyncio.gather(*writers)
     assert sorted(w.state.revision for w in written) == list(range(1, 161))
     state = await replicas[1].get("s")
-    assert state is not None and len(state.todos) == 160
+    assert state is not None
+    assert len(state.todos) == 160
 
 
 async def test_a_request_id_recorded_through_one_replica_is_honoured_through_another(
@@ -143,8 +145,10 @@ async def test_a_request_id_recorded_through_one_replica_is_honoured_through_ano
     elsewhere = await second.write(
         "s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS
     )
-    assert retried.change is None and retried.result == original.result
-    assert elsewhere.change is None and elsewhere.result == original.result
+    assert retried.change is None
+    assert retried.result == original.result
+    assert elsewhere.change is None
+    assert elsewhere.result == original.result
 
 
 async def test_a_refusal_is_decided_on_the_current_version_not_a_cached_one(open_replica: OpenReplica) -> None:
@@ -153,7 +157,8 @@ async def test_a_refusal_is_decided_on_the_current_version_not_a_cached_one(open
     stale = await _replace(first, "s", "cached here")
     current = await _replace(second, "s", "written elsewhere")
     written = await _write(first, "s", ReplaceTodos((Todo("t0", "written elsewhere"),)), expected=stale.revision + 1)
-    assert written.change is None and written.state.revision == current.revision
+    assert written.change is None
+    assert written.state.revision == current.revision
     with pytest.raises(RevisionMismatch) as refused:
         await _write(first, "s", ReplaceTodos(()), expected=stale.revision)
     assert refused.value.actual == current.revision
@@ -175,7 +180,8 @@ async def test_a_session_removed_on_one_replica_and_recreated_on_another_starts_
     await _replace(first, "s", "old")
     (removal,) = await first.remove_session("s", RemovalReason.REMOVED)
     created = await _create(second, "s")
-    assert created is not None and created.revision > removal.revision
+    assert created is not None
+    assert created.revision > removal.revision
     with pytest.raises(SessionNotFound):
         await _replace(first, "s-gone", "never")
 
@@ -193,9 +199,8 @@ async def test_a_tree_larger_than_one_txn_is_removed_parents_first_with_every_de
     await _create(remover, "bystander")
     removed = await remover.remove_session("root", RemovalReason.REMOVED)
     assert [c.session_id for c in removed] == ["root", *children, "grandchild"]
-    assert len({c.cursor for c in removed}) == len(removed) and [c.cursor for c in removed] == sorted(
-        c.cursor for c in removed
-    )
+    assert len({c.cursor for c in removed}) == len(removed)
+    assert [c.cursor for c in removed] == sorted(c.cursor for c in removed)
     assert [s.session_id for s in await other.list_sessions("", 100, EVERY_SESSION)] == ["bystander"]
     await eventually(lambda: [c.session_id for c in heard[-len(removed) :]] == [c.session_id for c in removed])
     assert _keys(etcd, b"sessiontodo/c/") == []
@@ -262,7 +267,8 @@ async def test_the_feed_resumes_on_any_replica_and_snapshots_are_consistent(open
     made = [await _create(first, "a"), await _replace(first, "a", "x"), await _create(second, "b")]
     made.append(await _replace(second, "a", "y"))
     feed = await first.feed_after(start)
-    assert feed is not None and _summary(feed) == _summary([c for c in made if c is not None])
+    assert feed is not None
+    assert _summary(feed) == _summary([c for c in made if c is not None])
     assert first.feed_epoch == second.feed_epoch
     cursor, states = await first.snapshot()
     assert cursor == feed[-1].cursor
@@ -299,7 +305,8 @@ async def test_history_compacted_away_resets_the_feed_the_history_and_a_replica_
     await eventually(lambda: len(heard) == 3)
     assert (heard[2].kind, heard[2].session_id) == (ChangeKind.RESET, "")
     state = await slow.get("s")
-    assert state is not None and [t.content for t in state.todos] == ["three"]
+    assert state is not None
+    assert [t.content for t in state.todos] == ["three"]
 
 
 async def test_stores_with_different_prefixes_share_one_cluster_without_seeing_each_other(
@@ -311,7 +318,8 @@ async def test_stores_with_different_prefixes_share_one_cluster_without_seeing_e
     await _replace(blue, "s", "blue only")
     assert await green.get("s") is None
     assert await green.list_sessions("", 10, EVERY_SESSION) == []
-    assert "blue/s/s" in _keys(etcd, b"blue/") and "green/s/s" not in _keys(etcd, b"green/")
+    assert "blue/s/s" in _keys(etcd, b"blue/")
+    assert "green/s/s" not in _keys(etcd, b"green/")
 
 
 async def test_the_cache_is_counted_against_the_budget_and_kept_within_the_lists_share(etcd: EtcdCluster) -> None:
@@ -322,7 +330,8 @@ async def test_the_cache_is_counted_against_the_budget_and_kept_within_the_lists
             await _create(store, f"s{n}")
             await _replace(store, f"s{n}", "x" * 4000)
         lists, history = store.held_bytes()
-        assert 4000 < lists <= 32 << 10 and history == 0
+        assert 4000 < lists <= 32 << 10
+        assert history == 0
         for n in range(20):  # evicted or not, every session reads and writes the same
             assert (await _replace(store, f"s{n}", "y")).revision == 2
     finally:
@@ -338,12 +347,15 @@ async def test_while_etcd_is_down_calls_fail_as_unavailable_without_its_address_
     etcd.members[0].kill()
     with pytest.raises(Unavailable) as refused:
         await _replace(store, "s", "lost")
-    assert str(etcd.members[0].port) not in str(refused.value) and "127.0.0.1" not in str(refused.value)
+    assert str(etcd.members[0].port) not in str(refused.value)
+    assert "127.0.0.1" not in str(refused.value)
     with pytest.raises(Unavailable):
         await store.get("s")
     etcd.start()
     state = await store.get("s")
-    assert state is not None and state.revision == before.revision and state.todos == before.todos
+    assert state is not None
+    assert state.revision == before.revision
+    assert state.todos == before.todos
 
 
 async def test_the_store_reports_losing_etcd_and_getting_it_back(open_replica: OpenReplica, etcd: EtcdCluster) -> None:

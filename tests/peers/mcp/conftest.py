@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from mcp_support import HttpGateway
 
 from sessiontodo_server.app import RunningServer
+from tests.peers.mcp.mcp_support import HttpGateway
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.session import RequestResponder
 
-from support import ROOT, eventually, free_port, terminate
+from tests.support import ROOT, eventually, free_port, terminate
 
 MCP_COMMAND = Path(sys.executable).with_name("sessiontodo-mcp")
 """The console script ``pip install`` made, as an agent's MCP settings name it."""
@@ -72,7 +72,8 @@ def error_text(result: types.CallToolResult) -> str:
 
 
 def todo_contents(result: types.CallToolResult) -> list[str]:
-    assert not result.isError and result.structuredContent is not None, result
+    assert not result.isError, result
+    assert result.structuredContent is not None, result
     return [todo["content"] for todo in result.structuredContent["todos"]]
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from mcp_support import MCP_COMMAND
 
 from sessiontodo_mcp.settings import Settings
+from tests.peers.mcp.mcp_support import MCP_COMMAND
+
+pytestmark = pytest.mark.process
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

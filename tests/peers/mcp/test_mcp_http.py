@@ -7,13 +7,16 @@ import os
 from pathlib import Path
 
 import httpx
-from mcp_support import HttpGateway, http_peer, todo_contents
+import pytest
 from pydantic import AnyUrl
 
 from sessiontodo_client import Todo, TodoClient
 from sessiontodo_mcp import SESSION_HEADER, resource_uri
 from sessiontodo_server.app import RunningServer
-from support import terminate
+from tests.peers.mcp.mcp_support import HttpGateway, http_peer, todo_contents
+from tests.support import terminate
+
+pytestmark = pytest.mark.process
 
 PLAN = [{"content": "Plan over HTTP", "status": "in_progress", "priority": "high"}]
 

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import MCP_COMMAND
 
-from opencode_real.stub_model import StubModel, todo_prompt
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer
-from support import ROOT, run_node
+from tests.peers.mcp.mcp_support import MCP_COMMAND
+from tests.peers.opencode_real.stub_model import StubModel, todo_prompt
+from tests.support import ROOT, run_node
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 QWEN_CODE = ROOT / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
 SERVER_NAME = "sessiontodo"

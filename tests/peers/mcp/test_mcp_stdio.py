@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 from mcp import types
 from mcp.shared.exceptions import McpError
-from mcp_support import error_text, stdio_peer
 from pydantic import AnyUrl
 
 from sessiontodo_client import Todo, TodoClient, TodoStatus
 from sessiontodo_mcp import resource_uri
 from sessiontodo_server.app import RunningServer
-from support import eventually, free_port
+from tests.peers.mcp.mcp_support import error_text, stdio_peer
+from tests.support import eventually, free_port
+
+pytestmark = pytest.mark.process
 
 PLAN = [
     {"content": "Write the failing test", "status": "completed", "priority": "high"},

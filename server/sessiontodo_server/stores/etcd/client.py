@@ -30,8 +30,17 @@ from sessiontodo_server.stores.etcd.keys import EtcdLocation
 log = logging.getLogger(__name__)
 Response = TypeVar("Response")
 
-TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+_TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 """A member that is down, cut off, electing a leader, or too slow: try another."""
+
+
+def is_transient(error: grpc.aio.AioRpcError) -> bool:
+    """``_TRANSIENT``, or etcd's own words for a call that ran out of time inside it (gRPC-Go's
+    "context deadline exceeded", which etcd 3.4 passes on as UNKNOWN)."""
+    if error.code() in _TRANSIENT:
+        return True
+    return error.code() == grpc.StatusCode.UNKNOWN and "deadline exceeded" in (error.details() or "")
+
 
 _OPTIONS = [
     ("grpc.max_receive_message_length", -1),  # a page of whole lists may be large
@@ -46,7 +55,7 @@ _OPTIONS = [
 
 def unavailable(error: BaseException) -> Unavailable:
     """What clients are told: etcd's own words (which may name its members) stay in the logs."""
-    if isinstance(error, grpc.aio.AioRpcError) and error.code() in TRANSIENT:
+    if isinstance(error, grpc.aio.AioRpcError) and is_transient(error):
         log.debug("etcd call failed: %s %s", error.code().name, error.details())
     elif isinstance(error, TimeoutError):
         log.debug("etcd call timed out")
@@ -153,7 +162,7 @@ class EtcdClient:
                     await self._authenticate()  # refused before it was applied: safe to send again
                     authenticated = True
                     continue
-                if error.code() not in TRANSIENT:
+                if not is_transient(error):
                     raise
                 self.failed(index)
                 attempts -= 1

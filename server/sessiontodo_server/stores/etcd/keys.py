@@ -11,7 +11,10 @@ names another), so several deployments, and other applications, can share one cl
 - ``P c/PARENT CHILD``: parent links (a space is in no session id, so one parent's children are
   one key range);
 - ``P q/ID REQUEST``: AddTodo request ids and their results;
-- ``P d/ID``: the idle-TTL deadline of a session that has one.
+- ``P d/ID``: the idle-TTL deadline of a session that has one;
+- ``P count``, ``P t/TENANT``: how many sessions there are (the global list not counted), and how
+  many each tenant has (its global list not counted; the default tenant's is ``P t/``): every
+  creation and removal compares and updates them, so the session limits hold across replicas.
 
 A tenant's session ``acme/ses_1`` is ``P s/acme/ses_1``: each tenant's sessions are one key
 prefix. The feed cursor is etcd's revision: each change is one Txn, so one revision.
@@ -110,11 +113,15 @@ class Keys:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix.encode()
         self.meta = self.prefix + b"meta"
+        self.count = self.prefix + b"count"
         self.sessions = self.prefix + b"s/"
         self.deadlines = self.prefix + b"d/"
         self._marks = self.prefix + b"m/"
         self._children = self.prefix + b"c/"
         self._requests = self.prefix + b"q/"
+
+    def tenant_count(self, tenant: str) -> bytes:
+        return self.prefix + b"t/" + tenant.encode()
 
     def session(self, session_id: str) -> bytes:
         return self.sessions + session_id.encode()

@@ -48,6 +48,7 @@ from sessiontodo_server.domain.store import (
     StoreStartupError,
     Written,
 )
+from sessiontodo_server.domain.tenancy import SEPARATOR, tenant_of
 from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     Change,
@@ -74,7 +75,7 @@ from sessiontodo_server.stores.etcd.records import (
     encode_record,
     encode_result,
 )
-from sessiontodo_server.stores.etcd.tree import SESSIONS_PER_TXN, read_tree, removal
+from sessiontodo_server.stores.etcd.tree import SESSIONS_PER_TXN, count_of, read_counts, read_tree, removal
 from sessiontodo_server.stores.etcd.turns import Turn, Turns
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class EtcdStore:
         self._deadlines = Deadlines()
         self._claimed: dict[str, int] = {}
         """Sessions ``expired`` returned, with the revision of the deadline they were due by."""
-        self._turns = Turns(os.urandom(6).hex())
+        self._turns = Turns(os.urandom(6).hex(), self._hand_over)
         self._writers: dict[str, _Writers] = {}
         self._creating = asyncio.Lock()
         self._listener: Callable[[Change], None] = lambda change: None
@@ -258,12 +259,9 @@ class EtcdStore:
     async def _reached_by_watch(self, turn: Turn) -> None:
         """Wait until the watch reached ``turn``'s first Txn (everything before it was handed over)
         and this replica's write reached before it was answered."""
-        try:
-            async with asyncio.timeout(self._location.timeout):
-                await turn.answered_in_order()
-        except TimeoutError:
+        if not await turn.answered_in_order(self._location.timeout):
             log.warning("a write committed in etcd was not seen on the watch in time; answered UNAVAILABLE")
-            raise Unavailable("the store is unreachable; retry") from None
+            raise Unavailable("the store is unreachable; retry")
 
     def _publish(self, turn: Turn, changes: Sequence[Change]) -> None:
         """``changes`` are returned (and so published) now."""
@@ -277,13 +275,13 @@ class EtcdStore:
     # Sessions
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         turn = self._turns.begin()
         try:
             async with self._calls():
-                async with self._creating:  # the session limit holds exactly within one replica
-                    state, created = await self._create(session_id, info, max_sessions, origin, turn.token)
+                async with self._creating:  # creations through one replica never race each other's counters
+                    state, created = await self._create(session_id, info, (max_sessions, max_per_tenant), origin, turn)
                 if created is not None:
                     await self._reached_by_watch(turn)
                     self._publish(turn, [created])
@@ -292,14 +290,14 @@ class EtcdStore:
             self._turns.end(turn)
 
     async def _create(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, token: str
+        self, session_id: str, info: SessionInfo, limits: tuple[int, int], origin: str, turn: Turn
     ) -> tuple[SessionState, Change | None]:
+        """One Txn: the id is free, its parent exists, and the session counters (``keys.py``) are
+        below the limits (``max_sessions``, ``max_per_tenant``) and unchanged since read."""
         key, mark_key = self._keys.session(session_id), self._keys.mark(session_id)
-        reads = [
-            txns.get(key),
-            txns.get(mark_key),
-            txns.get(self._keys.sessions, range_end(self._keys.sessions), count_only=True),
-        ]
+        in_tenant = self._keys.tenant_count(tenant_of(session_id))
+        counted = not is_global_list(session_id)  # a tenant's global list counts only in the total
+        reads = [txns.get(key), txns.get(mark_key), txns.get(self._keys.count), txns.get(in_tenant)]
         if info.parent_id:
             reads.append(txns.get(self._keys.session(info.parent_id), count_only=True))
         while True:
@@ -309,15 +307,30 @@ class EtcdStore:
                 if record.info.parent_id != info.parent_id:
                     raise ParentMismatch(session_id, record.info.parent_id)
                 return record.state(session_id), None
-            if info.parent_id and not found[3].response_range.count:
+            if info.parent_id and not found[4].response_range.count:
                 raise SessionNotFound(info.parent_id)
-            if found[2].response_range.count - 1 >= max_sessions:  # the global list is not counted
+            (total, total_at), (of_tenant, tenant_at) = (count_of(found[n].response_range.kvs) for n in (2, 3))
+            max_sessions, max_per_tenant = limits
+            if total >= max_sessions:
                 raise LimitExceeded("sessions", max_sessions)
+            if max_per_tenant and counted and of_tenant >= max_per_tenant:
+                raise LimitExceeded("sessions per tenant", max_per_tenant)
             marks = found[1].response_range.kvs
             revision = decode_mark(marks[0].value).revision + 1 if marks else 0
-            record = Record(token, revision, ChangeKind.SESSION_CREATED, "", origin, 0, info, ())
-            compare = [txns.absent(key), txns.written_at(mark_key, marks[0].mod_revision if marks else 0)]
-            writes = [txns.put(key, encode_record(record)), txns.delete(mark_key)]
+            record = Record(turn.token, revision, ChangeKind.SESSION_CREATED, "", origin, 0, info, ())
+            compare = [
+                txns.absent(key),
+                txns.written_at(mark_key, marks[0].mod_revision if marks else 0),
+                txns.written_at(self._keys.count, total_at),
+                txns.written_at(in_tenant, tenant_at),
+            ]
+            writes = [
+                txns.put(key, encode_record(record)),
+                txns.delete(mark_key),
+                txns.put(self._keys.count, str(total + 1).encode()),
+            ]
+            if counted:
+                writes.append(txns.put(in_tenant, str(of_tenant + 1).encode()))
             if info.parent_id:
                 compare.append(txns.exists(self._keys.session(info.parent_id)))
                 writes.append(txns.put(self._keys.child(info.parent_id, session_id), b""))
@@ -373,7 +386,8 @@ class EtcdStore:
             if not found.versions:
                 pending = found.rest
                 continue
-            compare, writes, marks = removal(self._keys, found, turn.token, reason, origin)
+            counts = await read_counts(self._client, self._keys, found)
+            compare, writes, marks = removal(self._keys, found, counts, turn.token, reason, origin)
             deadline = self._keys.deadline(roots[0])
             if claimed is not None:
                 compare.append(txns.written_at(deadline, claimed))
@@ -431,9 +445,12 @@ class EtcdStore:
             yield self._keys.session_id(kv.key), decode_record(kv.value)
 
     async def session_count(self) -> int:
-        request = pb.RangeRequest(key=self._keys.sessions, range_end=range_end(self._keys.sessions), count_only=True)
         async with self._calls():
-            return (await self._client.range(request)).count - 1  # the global list is not counted
+            response = await self._client.range(pb.RangeRequest(key=self._keys.count))
+        return count_of(response.kvs)[0]
+
+    def feed_position(self) -> int:
+        return self._delivered
 
     def held_bytes(self) -> tuple[int, int]:
         """The cache and the deadlines; lists, histories and the feed live in etcd."""
@@ -619,13 +636,18 @@ class EtcdStore:
                 self._client, self._keys, position, delivered, self._feed_limit, self._location.timeout
             )
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
-        """Every session, read at one revision."""
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        """Every session (or ``tenant``'s, read from its key prefix; the default tenant's by
+        leaving out the others'), read at one revision."""
+        start = self._keys.session(f"{tenant}{SEPARATOR}") if tenant else self._keys.sessions
+        only = EVERY_SESSION if tenant is None else SessionFilter(tenant=tenant)
         states: list[SessionState] = []
         async with self._calls():
             revision = (await self._client.range(pb.RangeRequest(key=self._keys.meta, count_only=True))).header.revision
-            async for kv in pages(self._client, self._keys.sessions, range_end(self._keys.sessions), revision):
-                states.append(decode_record(kv.value).state(self._keys.session_id(kv.key)))
+            async for kv in pages(self._client, start, range_end(start), revision):
+                session_id = self._keys.session_id(kv.key)
+                if only.matches(session_id, None):
+                    states.append(decode_record(kv.value).state(session_id))
         return cursor(revision), states
 
     async def expired(self, now: float) -> list[str]:

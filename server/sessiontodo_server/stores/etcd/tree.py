@@ -3,16 +3,20 @@
 A Txn removes up to ``SESSIONS_PER_TXN`` sessions, parents before children, read at one
 revision: it compares every session it removes (so each removal carries the session's last
 revision and metadata) and that none of them got a child since it was read (a child created
-meanwhile is read and removed too, never left behind). A bigger tree takes several Txns.
+meanwhile is read and removed too, never left behind), and lowers the session counters, compared
+too. A bigger tree takes several Txns.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
-from sessiontodo_server.domain.todos import RemovalReason
+from sessiontodo_etcd.mvccpb import kv_pb2
+from sessiontodo_server.domain.tenancy import tenant_of
+from sessiontodo_server.domain.todos import RemovalReason, is_global_list
 from sessiontodo_server.stores.etcd import txns
 from sessiontodo_server.stores.etcd.cache import Version
 from sessiontodo_server.stores.etcd.client import EtcdClient
@@ -65,12 +69,31 @@ async def read_tree(client: EtcdClient, keys: Keys, roots: list[str]) -> Tree:
     return Tree(revision, versions, list(queue))
 
 
+async def read_counts(client: EtcdClient, keys: Keys, tree: Tree) -> dict[bytes, tuple[int, int]]:
+    """The session counters ``tree``'s removal lowers (``keys.py``), as of the tree's revision:
+    {key: (count, the revision it was written at)}."""
+    names = [keys.count, *dict.fromkeys(keys.tenant_count(tenant_of(sid)) for sid, _ in tree.versions)]
+    reads = [txns.get(name, revision=tree.revision) for name in names]
+    response = await client.txn(pb.TxnRequest(success=reads), writes=False)
+    return {name: count_of(found.response_range.kvs) for name, found in zip(names, response.responses, strict=True)}
+
+
+def count_of(kvs: Sequence[kv_pb2.KeyValue]) -> tuple[int, int]:
+    """A counter's value and the revision it was written at; (0, 0) when it was never written."""
+    return (int(kvs[0].value), kvs[0].mod_revision) if kvs else (0, 0)
+
+
 def removal(
-    keys: Keys, tree: Tree, token: str, reason: RemovalReason, origin: str
+    keys: Keys, tree: Tree, counts: dict[bytes, tuple[int, int]], token: str, reason: RemovalReason, origin: str
 ) -> tuple[list[pb.Compare], list[pb.RequestOp], list[tuple[str, Mark]]]:
-    """The compares and operations of a Txn removing ``tree``'s sessions, and the marks it puts
-    (each the SESSION_REMOVED change of one session)."""
-    compare, writes, marks = [], [], []
+    """The compares and operations of a Txn removing ``tree``'s sessions and lowering the session
+    counters (read by ``read_counts``), and the marks it puts (each the SESSION_REMOVED change of
+    one session)."""
+    lowered = Counter(keys.tenant_count(tenant_of(sid)) for sid, _ in tree.versions if not is_global_list(sid))
+    lowered[keys.count] = len(tree.versions)
+    compare = [txns.written_at(name, at) for name, (_, at) in counts.items()]
+    writes = [txns.put(name, str(count - lowered[name]).encode()) for name, (count, _) in counts.items()]
+    marks = []
     for n, (session_id, version) in enumerate(tree.versions):
         record = version.record
         mark = Mark(token, record.revision + 1, reason, origin, record.info, len(tree.versions) - 1 - n)

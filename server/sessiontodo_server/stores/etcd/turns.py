@@ -7,8 +7,10 @@ handed over), and the watch hands over nothing after it until the write was answ
 nothing after it comes first). Own writes reached one after the other are answered in that
 order — each writer waits for the one reached before it — without the watch waiting for each:
 it waits for them all only before it hands over another replica's change. Each write
-carries a token (``writer.sequence``) in what it puts, so the watch knows its own writes; a
-write that failed or gave up leaves its changes to the watch, which hands them over then.
+carries a token (``writer.sequence``) in what it puts, so the watch knows its own writes. A write
+that failed or gave up before the watch reached it leaves its changes to the watch, which hands
+them over in their place; one that ends unanswered after it was reached (its caller went away)
+has them handed over in its own place, once the write reached before it is over.
 
 An operation of several Txns (removing more sessions than one Txn may hold) is reached at its
 first; the book publishes all its changes when it ends. Another replica's change committed
@@ -19,7 +21,7 @@ no longer be delivered in order: the watch resets every watcher and feed instead
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sessiontodo_server.domain.todos import Change
@@ -37,17 +39,26 @@ class Turn:
     previous: Turn | None = None
     """The operation the watch reached just before, if it was not over then: answered first."""
 
-    async def answered_in_order(self) -> None:
-        """Wait until the watch reached this operation and the one reached before it is over."""
-        await asyncio.shield(self.reached)
+    async def answered_in_order(self, timeout: float) -> bool:
+        """Wait until the watch reached this operation (at most ``timeout`` seconds: False when it did
+        not) and the one reached before it is over (which takes no longer than scheduling it)."""
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self.reached)
+        except TimeoutError:
+            if not self.reached.done():
+                return False
         if self.previous is not None:
             await asyncio.shield(self.previous.released)
             self.previous = None
+        return True
 
 
 class Turns:
-    def __init__(self, writer: str) -> None:
+    def __init__(self, writer: str, hand_over: Callable[[Sequence[Change]], None]) -> None:
         self._writer = f"{writer}."
+        self._hand_over = hand_over
+        """Delivers changes the book will not publish (those of an operation that ended unanswered)."""
         self._sequence = 0
         self._pending: dict[str, Turn] = {}
         self._published: dict[str, int] = {}
@@ -73,10 +84,24 @@ class Turns:
     def end(self, turn: Turn) -> None:
         """The operation is over: published, failed or given up."""
         del self._pending[turn.token]
-        if turn.published:
-            self._published[turn.token] = turn.published[-1].cursor
-        if not turn.released.done():
+        reached = turn.reached.result() if turn.reached.done() and not turn.reached.cancelled() else ()
+        if turn.published or not reached:
+            if turn.published:
+                self._published[turn.token] = turn.published[-1].cursor
             turn.released.set_result(None)
+            return
+        # Reached, but its caller went away: its changes come in its place, after the write before it.
+        self._published[turn.token] = reached[-1].cursor
+
+        def hand_over(_: object = None) -> None:
+            self._hand_over(reached)
+            turn.released.set_result(None)
+
+        previous, turn.previous = turn.previous, None
+        if previous is None or previous.released.done():
+            hand_over()
+        else:
+            previous.released.add_done_callback(hand_over)
 
     def is_own(self, token: str) -> bool:
         return token.startswith(self._writer)

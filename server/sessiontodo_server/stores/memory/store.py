@@ -15,7 +15,7 @@ import asyncio
 import bisect
 import os
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 
@@ -81,6 +81,8 @@ class MemoryStore:
         """The feed position of the newest durable change: what snapshots and the feed show."""
         self._being_created: dict[str, asyncio.Future[None]] = {}
         self._being_removed: dict[str, asyncio.Future[None]] = {}
+        self._tenant_sessions: Counter[str] = Counter()
+        """Sessions per tenant, global lists left out, creations under way counted (the tenant quota)."""
         self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
     async def open(self) -> None:
@@ -103,6 +105,7 @@ class MemoryStore:
             for session_id, request_id, result in loaded.requests:
                 self._requests.remember(self._sessions[session_id], request_id, result, now)
             self._sorted_ids = sorted(self._sessions)
+            self._tenant_sessions.update(s.tenant for sid, s in self._sessions.items() if not is_global_list(sid))
         if GLOBAL_SESSION_ID not in self._sessions:
             await self._insert(GLOBAL_SESSION_ID, SessionInfo(), None)
 
@@ -117,6 +120,8 @@ class MemoryStore:
         session = SessionRecord(self._removed_floor, info, tenant=tenant_of(session_id))
         self._lists.check_growth(session, size := info_bytes(info))
         self._lists.resize_list(session, size)  # counted once accepted: creations under way count too
+        counted = not is_global_list(session_id)
+        self._tenant_sessions[session.tenant] += counted
         revision = session.revision = self._removed_marks.pop(session_id, self._removed_floor)
         self._cursor += 1
         created = None
@@ -136,6 +141,7 @@ class MemoryStore:
             else:
                 self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
                 self._lists.release(session)
+                self._tenant_sessions[session.tenant] -= counted
                 if revision != self._removed_floor:
                     self._removed_marks[session_id] = revision
 
@@ -173,7 +179,7 @@ class MemoryStore:
         parent.children.add(child_id)
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         await self._settled(session_id)
         if (existing := self._sessions.get(session_id)) is not None:
@@ -184,6 +190,9 @@ class MemoryStore:
             raise SessionNotFound(info.parent_id)
         if len(self._sessions) + len(self._being_created) - 1 >= max_sessions:
             raise LimitExceeded("sessions", max_sessions)
+        if max_per_tenant and not is_global_list(session_id):
+            if self._tenant_sessions[tenant_of(session_id)] >= max_per_tenant:
+                raise LimitExceeded("sessions per tenant", max_per_tenant)
         session, created = await self._insert(session_id, info, origin)
         return durable_state(session_id, session), created
 
@@ -260,6 +269,7 @@ class MemoryStore:
         removed = {sid: self._sessions.pop(sid) for sid in gone}
         for sid, session in removed.items():
             self._lists.release(session)
+            self._tenant_sessions[session.tenant] -= 1  # global lists are never removed
             if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
         if len(gone) > 16:  # one pass, rather than a shift of the whole index per removed id
@@ -309,6 +319,9 @@ class MemoryStore:
 
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
+
+    def feed_position(self) -> int:
+        return self._durable_cursor
 
     def held_bytes(self) -> tuple[int, int]:
         return self._lists.bytes, self._retained.bytes
@@ -438,8 +451,10 @@ class MemoryStore:
     async def feed_after(self, cursor: int) -> list[Change] | None:
         return self._retained.feed_after(cursor, self._durable_cursor)
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
-        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        only = EVERY_SESSION if tenant is None else SessionFilter(tenant=tenant)
+        ids = [sid for sid in self._ids_after("", only) if only.matches(sid, None)]
+        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in ids]
 
     async def expired(self, now: float) -> list[str]:
         return self._expiries.due(now, self._sessions)

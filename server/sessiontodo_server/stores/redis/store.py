@@ -202,7 +202,7 @@ class RedisStore:
     # Sessions
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         args = self._args(
             session_id,
@@ -213,6 +213,7 @@ class RedisStore:
             repr(float(info.idle_ttl)),
             max_sessions,
             origin,
+            max_per_tenant,
         )
         async with self._reachable():
             reply = await self._committed(self._scripts.create, args)
@@ -223,6 +224,8 @@ class RedisStore:
             raise LimitExceeded("sessions", max_sessions)
         if outcome == -3:
             raise ParentMismatch(session_id, as_text(reply[1]))
+        if outcome == -4:
+            raise LimitExceeded("sessions per tenant", max_per_tenant)
         if outcome == 0:
             return decode_state(session_id, reply[1]), None
         created, _ = decode_entry(reply[1])
@@ -281,6 +284,9 @@ class RedisStore:
         async with self._reachable():
             return int(await self._redis.zcard(self._sessions)) - 1  # the global list is not counted
 
+    def feed_position(self) -> int:
+        return self._follower.delivered
+
     def held_bytes(self) -> tuple[int, int]:
         return 0, 0  # lists, histories and the feed live in Redis, not in this process
 
@@ -294,7 +300,12 @@ class RedisStore:
             pairs = await self._redis.zrangebylex(self._children, low, f"({only.parent_id}!", 0, count)
             return [as_text(pair)[len(prefix) :] for pair in pairs]
         low = f"({after_id}" if after_id else "-"
-        return [as_text(sid) for sid in await self._redis.zrangebylex(self._sessions, low, "+", 0, count)]
+        index = self._sessions if only.tenant is None else self._tenant_index(only.tenant)
+        return [as_text(sid) for sid in await self._redis.zrangebylex(index, low, "+", 0, count)]
+
+    def _tenant_index(self, tenant: str) -> str:
+        """The sorted set of one tenant's session ids (``tenant_index`` in ``lua/lib.lua``)."""
+        return f"{self._base}tenant:{tenant}"
 
     async def _read(self, session_ids: list[str]) -> list[SessionState | None]:
         replies = await self._scripts.read([self._counters], self._args(*session_ids))
@@ -407,9 +418,10 @@ class RedisStore:
             state.session_id, ChangeKind.RESET, state.revision, state.todos, info=state.info, cursor=change.cursor
         )
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        one = ("1", tenant) if tenant is not None else ("0",)
         async with self._reachable():
-            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args())
+            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args(*one))
         return int(cursor), [decode_state(as_text(sid), state) for sid, state in sessions]
 
     async def expired(self, now: float) -> list[str]:
