@@ -6,7 +6,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PROTOS := $(wildcard protos/sessiontodo/v1/*.proto)
+PROTOS := $(wildcard protos/sessiontodo/v1/*.proto) $(wildcard protos/sessiontodo_etcd/*/*.proto)
 GENERATED := $(PROTOS:.proto=_pb2.py)
 ARGS ?=
 

@@ -30,6 +30,7 @@ import grpc
 
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
+from etcd_store import etcd_store_rows, measure_etcd_store
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -93,6 +94,7 @@ class Sizes:
     web_pages: int
     web_samples: int
     web_renders: int
+    etcd_store_writers: int
 
 
 FULL = Sizes(
@@ -124,6 +126,7 @@ FULL = Sizes(
     web_pages=50,
     web_samples=100,
     web_renders=5,
+    etcd_store_writers=32,
 )
 QUICK = Sizes(
     rounds=1,
@@ -154,6 +157,7 @@ QUICK = Sizes(
     web_pages=3,
     web_samples=10,
     web_renders=2,
+    etcd_store_writers=8,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -312,6 +316,22 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         plotted["redis"] = {"store_against_floor": floor, "processes": processes}
     else:
         progress("figures 6 and 8 skipped: redis-server is not installed")
+
+    if etcd_binary() and shutil.which("redis-server"):
+        progress("figure 14: the etcd store against raw etcd Puts on one 3-member cluster, and against the Redis store")
+        etcd_store = await measure_etcd_store(
+            sizes.replica_samples * 5,
+            sizes.rounds,
+            sizes.replica_samples,
+            sizes.etcd_store_writers,
+            sizes.seconds,
+            server_cpus=cpus.server,
+            log_dir=scratch,
+        )
+        figures[13] = etcd_store_rows(etcd_store)
+        plotted["etcd_store"] = etcd_store
+    else:
+        progress("figure 14 skipped: etcd or redis-server is not installed")
     return [row for figure in sorted(figures) for row in figures[figure]], plotted
 
 

@@ -30,12 +30,19 @@ class Settings(BaseSettings):
     port: int = Field(50051, ge=0, le=65535, description="Port to listen on; 0 picks a free one.")
     store: str = Field(
         DEFAULT_STORE,
-        description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db.",
+        description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db,"
+        " etcd://host:2379,host:2379,host:2379/prefix.",
     )
     durability: Literal["process", "fsync"] = Field(
         "process",
         description="sqlite store: acknowledge writes once they survive a process crash (process) or an OS crash"
         " and power loss too (fsync: synchronous=FULL, group-committed).",
+    )
+    redis_wait_replicas: int = Field(
+        0,
+        ge=0,
+        description="Redis store: answer a write only once this many Redis replicas have it (WAIT), so that promoting"
+        " one after the primary dies loses no acknowledged write; UNAVAILABLE when they do not confirm in time.",
     )
     history_limit: int = Field(64, ge=0, description="Changes kept per session for resuming watchers.")
     feed_history: int = Field(

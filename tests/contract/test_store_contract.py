@@ -31,9 +31,11 @@ from sessiontodo_server.domain.todos import (
     TodoPriority,
     TodoStatus,
 )
+from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.redis import RedisStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
+from tests.support.etcd_cluster import EtcdCluster
 from tests.support.redis_server import RedisServer
 
 HISTORY = 4
@@ -46,6 +48,7 @@ FEED_HISTORY = 8
         "sqlite",
         "sqlite-fsync",
         pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.peer, pytest.mark.process]),
+        pytest.param("etcd", marks=[pytest.mark.etcd, pytest.mark.peer, pytest.mark.process]),
     ]
 )
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
@@ -57,6 +60,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             "redis": lambda: RedisStore(
                 servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY, FEED_HISTORY
             ),
+            "etcd": lambda: EtcdStore(servers.enter_context(EtcdCluster()).url(), HISTORY, FEED_HISTORY),
         }
         store = engines[request.param]()
         await store.open()

@@ -39,7 +39,9 @@ PACKAGES = (
 )
 TYPED = ("sessiontodo/v1", *PACKAGES[1:])
 GENERATED = [
-    f"sessiontodo/v1/todo_service{suffix}" for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+    f"{module}{suffix}"
+    for module in ("sessiontodo/v1/todo_service", "sessiontodo_etcd/etcdserverpb/rpc", "sessiontodo_etcd/mvccpb/kv")
+    for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
 RUNTIME_EXTRAS = "opencode,acp,mcp,redis,ctl,tracing"
 # The tests that run in one process and quickly: between them they touch every direct
