@@ -31,6 +31,7 @@ import grpc
 from batching import batching_rows, measure_batching
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
+from etcd_store import etcd_store_rows, measure_etcd_store
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -61,6 +62,7 @@ from versus import (
 )
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+from web import browser_available, measure_web, web_rows
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,12 @@ class Sizes:
     big_list_samples: int
     opencode_sessions: int
     opencode_samples: int
+    web_sessions: int
+    web_todos: int
+    web_pages: int
+    web_samples: int
+    web_renders: int
+    etcd_store_writers: int
 
 
 FULL = Sizes(
@@ -114,6 +122,12 @@ FULL = Sizes(
     big_list_samples=200,
     opencode_sessions=10_000,
     opencode_samples=300,
+    web_sessions=1000,
+    web_todos=20,
+    web_pages=50,
+    web_samples=100,
+    web_renders=5,
+    etcd_store_writers=32,
 )
 QUICK = Sizes(
     rounds=1,
@@ -139,6 +153,12 @@ QUICK = Sizes(
     big_list_samples=20,
     opencode_sessions=200,
     opencode_samples=20,
+    web_sessions=50,
+    web_todos=20,
+    web_pages=3,
+    web_samples=10,
+    web_renders=2,
+    etcd_store_writers=8,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -259,6 +279,22 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     figures[7] = opencode_rows(sidecar)
     plotted["opencode"] = sidecar
 
+    if browser_available():
+        progress("figure 13: the web board in chromium: first render, write-to-page p95 with 1 and many pages")
+        web = await measure_web(
+            sizes.web_sessions,
+            sizes.web_todos,
+            sizes.web_pages,
+            sizes.web_samples,
+            sizes.web_renders,
+            cpus.server,
+            scratch,
+        )
+        figures[13] = web_rows(web)
+        plotted["web"] = web
+    else:
+        progress("figure 13 skipped: node, playwright-core (npm ci) or chromium is missing")
+
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)
 
@@ -284,6 +320,22 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         plotted["redis"] = {"store_against_floor": floor, "processes": processes}
     else:
         progress("figures 6 and 8 skipped: redis-server is not installed")
+
+    if etcd_binary() and shutil.which("redis-server"):
+        progress("figure 14: the etcd store against raw etcd Puts on one 3-member cluster, and against the Redis store")
+        etcd_store = await measure_etcd_store(
+            sizes.replica_samples * 5,
+            sizes.rounds,
+            sizes.replica_samples,
+            sizes.etcd_store_writers,
+            sizes.seconds,
+            server_cpus=cpus.server,
+            log_dir=scratch,
+        )
+        figures[13] = etcd_store_rows(etcd_store)
+        plotted["etcd_store"] = etcd_store
+    else:
+        progress("figure 14 skipped: etcd or redis-server is not installed")
     return [row for figure in sorted(figures) for row in figures[figure]], plotted
 
 

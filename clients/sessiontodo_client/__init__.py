@@ -1,18 +1,31 @@
-"""Typed async client of the sessiontodo gRPC service."""
+"""Typed async client of the sessiontodo gRPC service.
+
+``client`` holds ``TodoClient``; ``errors`` one exception class per status code; ``conversions``
+the pure wire <-> model translations; ``resume`` the watch streams' resume protocol without I/O;
+``retry`` the one retry policy; ``security`` the channel's TLS and token.
+"""
 
 import importlib.metadata
 
-from sessiontodo_client.client import (
+from sessiontodo_client.client import TodoClient
+from sessiontodo_client.errors import (
     Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
     FailedPrecondition,
+    Internal,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PermissionDenied,
     ResourceExhausted,
     ServiceError,
-    TodoClient,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
+    Unknown,
 )
 from sessiontodo_client.models import (
     AddedTodo,
@@ -37,23 +50,29 @@ from sessiontodo_client.models import (
     Write,
     WriteResult,
 )
+from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
-
-__version__ = importlib.metadata.version("sessiontodo")
-"""The installed distribution's version: pyproject.toml is its one source."""
 
 __all__ = [
     "Aborted",
     "AddTodoWrite",
     "AddedTodo",
+    "AlreadyExists",
+    "Cancelled",
     "ChangeKind",
     "ChannelSecurity",
+    "Connection",
+    "ConnectionState",
     "CreateSessionWrite",
+    "DataLoss",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "FeedEvent",
+    "Internal",
     "InvalidArgument",
     "NotFound",
+    "OutOfRange",
     "PermissionDenied",
     "RemovalReason",
     "RemoveSessionWrite",
@@ -72,6 +91,8 @@ __all__ = [
     "TodoStatus",
     "Unauthenticated",
     "Unavailable",
+    "Unimplemented",
+    "Unknown",
     "UpdateSessionWrite",
     "UpdateTodoWrite",
     "UpdatedTodo",
@@ -80,3 +101,6 @@ __all__ = [
     "WriteResult",
     "is_transient",
 ]
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""

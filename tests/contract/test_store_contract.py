@@ -18,6 +18,7 @@ from sessiontodo_server.domain.errors import (
     RevisionMismatch,
     SessionNotFound,
     TodoNotFound,
+    Unsupported,
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
@@ -33,9 +34,11 @@ from sessiontodo_server.domain.todos import (
     TodoPriority,
     TodoStatus,
 )
+from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.redis import RedisStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
+from tests.support.etcd_cluster import EtcdCluster
 from tests.support.redis_server import RedisServer
 
 HISTORY = 4
@@ -48,6 +51,7 @@ FEED_HISTORY = 8
         "sqlite",
         "sqlite-fsync",
         pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.peer, pytest.mark.process]),
+        pytest.param("etcd", marks=[pytest.mark.etcd, pytest.mark.peer, pytest.mark.process]),
     ]
 )
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
@@ -59,6 +63,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             "redis": lambda: RedisStore(
                 servers.enter_context(RedisServer(tmp_path / "redis")).url, HISTORY, FEED_HISTORY
             ),
+            "etcd": lambda: EtcdStore(servers.enter_context(EtcdCluster()).url(), HISTORY, FEED_HISTORY),
         }
         store = engines[request.param]()
         await store.open()
@@ -554,6 +559,14 @@ async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> N
     assert again.change is not None
 
 
+@pytest.fixture
+def batching(store: TodoStore) -> TodoStore:
+    """The stores that apply batches: every one but etcd, whose BatchWrite is still to come."""
+    if isinstance(store, EtcdStore):
+        pytest.skip("the etcd store refuses batches as UNIMPLEMENTED for now (a Txn holds each key once)")
+    return store
+
+
 async def _batch(
     store: TodoStore, *operations: Operation, request_id: str = "", fingerprint: str = "", limits: Limits = LIMITS
 ) -> BatchWritten:
@@ -562,9 +575,9 @@ async def _batch(
     )
 
 
-async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(store: TodoStore) -> None:
+async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(batching: TodoStore) -> None:
     written = await _batch(
-        store,
+        batching,
         Create("b", SessionInfo()),
         Write("b", ReplaceTodos(_todos("one"))),
         Write("b", AddTodo(Todo("t1", "two"), None, True), expected_revision=1),
@@ -573,16 +586,16 @@ async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_las
     )
 
     assert [outcome.revision for outcome in written.outcomes] == [0, 1, 2, 3, 0]
-    state = await store.get("b")
+    state = await batching.get("b")
     assert state is not None
     assert [todo.content for todo in state.todos] == ["uno", "two"]
 
 
-async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive_cursors(store: TodoStore) -> None:
-    before = (await store.snapshot())[0]
+async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive_cursors(batching: TodoStore) -> None:
+    before = (await batching.snapshot())[0]
 
     written = await _batch(
-        store,
+        batching,
         Create("b", SessionInfo()),
         Write("b", ReplaceTodos(_todos("one"))),
         Write("b", ReplaceTodos(_todos("one"))),  # the same list: no change
@@ -593,92 +606,104 @@ async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive
     assert kinds == [ChangeKind.SESSION_CREATED, ChangeKind.TODOS_REPLACED, ChangeKind.TODO_REMOVED]
     assert [change.cursor for change in written.changes] == [before + 1, before + 2, before + 3]
     assert [change.origin for change in written.changes] == ["batch"] * 3
-    feed = await store.feed_after(before)
+    feed = await batching.feed_after(before)
     assert [(c.cursor, c.kind, c.revision) for c in feed or ()] == [
         (c.cursor, c.kind, c.revision) for c in written.changes
     ]
 
 
-async def test_a_batch_with_a_failing_operation_writes_nothing(store: TodoStore) -> None:
-    await _create(store, "a")
-    await _commit(store, "a", "kept")
-    before = (await store.snapshot())[0]
+async def test_a_batch_with_a_failing_operation_writes_nothing(batching: TodoStore) -> None:
+    await _create(batching, "a")
+    await _commit(batching, "a", "kept")
+    before = (await batching.snapshot())[0]
 
     with pytest.raises(TodoNotFound) as raised:
         await _batch(
-            store,
+            batching,
             Create("new", SessionInfo()),
             Write("a", ReplaceTodos(_todos("lost"))),
             Write("a", RemoveTodo("no-such-todo")),
         )
 
     assert raised.value.write_index == 2
-    assert await store.get("new") is None
-    state = await store.get("a")
+    assert await batching.get("new") is None
+    state = await batching.get("a")
     assert state is not None
     assert [todo.content for todo in state.todos] == ["kept"]
-    assert (await store.snapshot())[0] == before
+    assert (await batching.snapshot())[0] == before
 
 
-async def test_a_batch_refuses_a_stale_expected_revision_naming_the_write(store: TodoStore) -> None:
-    await _create(store, "a")
+async def test_a_batch_refuses_a_stale_expected_revision_naming_the_write(batching: TodoStore) -> None:
+    await _create(batching, "a")
 
     with pytest.raises(RevisionMismatch) as raised:
-        await _batch(store, Write("a", ReplaceTodos(_todos("x"))), Write("a", RemoveTodo("t0"), expected_revision=0))
+        await _batch(batching, Write("a", ReplaceTodos(_todos("x"))), Write("a", RemoveTodo("t0"), expected_revision=0))
 
     assert raised.value.write_index == 1
 
 
-async def test_a_batch_removal_takes_descendants_created_in_the_same_batch(store: TodoStore) -> None:
-    await _create(store, "p")
+async def test_a_batch_removal_takes_descendants_created_in_the_same_batch(batching: TodoStore) -> None:
+    await _create(batching, "p")
 
-    written = await _batch(store, Create("p.c", SessionInfo(parent_id="p")), Remove("p"), Remove("gone"))
+    written = await _batch(batching, Create("p.c", SessionInfo(parent_id="p")), Remove("p"), Remove("gone"))
 
     assert written.outcomes[1].removed == ("p", "p.c")
     assert written.outcomes[2] == Outcome(0, False)
     assert [change.kind for change in written.changes][-2:] == [ChangeKind.SESSION_REMOVED] * 2
-    assert await store.get("p.c") is None
+    assert await batching.get("p.c") is None
 
 
-async def test_a_batch_creating_past_the_session_limit_is_refused(store: TodoStore) -> None:
+async def test_a_batch_creating_past_the_session_limit_is_refused(batching: TodoStore) -> None:
     limits = Limits(max_sessions=2)
 
     with pytest.raises(LimitExceeded) as raised:
-        await _batch(store, *(Create(f"s{n}", SessionInfo()) for n in range(3)), limits=limits)
+        await _batch(batching, *(Create(f"s{n}", SessionInfo()) for n in range(3)), limits=limits)
 
     assert raised.value.write_index == 2
-    assert await store.session_count() == 0
+    assert await batching.session_count() == 0
 
 
-async def test_a_remembered_batch_request_id_returns_the_first_outcomes_and_writes_nothing(store: TodoStore) -> None:
-    first = await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
-    cursor = (await store.snapshot())[0]
+async def test_a_remembered_batch_request_id_returns_the_first_outcomes_and_writes_nothing(batching: TodoStore) -> None:
+    first = await _batch(batching, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+    cursor = (await batching.snapshot())[0]
 
-    again = await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+    again = await _batch(batching, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
 
     assert again.outcomes == first.outcomes
     assert again.changes == ()
-    assert (await store.snapshot())[0] == cursor
+    assert (await batching.snapshot())[0] == cursor
 
 
-async def test_a_batch_request_id_reused_for_another_batch_is_refused(store: TodoStore) -> None:
-    await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+async def test_a_batch_request_id_reused_for_another_batch_is_refused(batching: TodoStore) -> None:
+    await _batch(batching, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
 
     with pytest.raises(BatchRequestIdReused):
-        await _batch(store, Create("c", SessionInfo()), request_id="\nr1", fingerprint="g")
+        await _batch(batching, Create("c", SessionInfo()), request_id="\nr1", fingerprint="g")
 
 
-async def test_a_batch_creating_past_a_tenants_session_limit_is_refused(store: TodoStore) -> None:
+async def test_a_batch_creating_past_a_tenants_session_limit_is_refused(batching: TodoStore) -> None:
     limits = Limits(max_sessions_per_tenant=2)
-    await _batch(store, Create("acme/one", SessionInfo()), limits=limits)
+    await _batch(batching, Create("acme/one", SessionInfo()), limits=limits)
 
     with pytest.raises(LimitExceeded) as raised:
         await _batch(
-            store,
+            batching,
             Create("globex/one", SessionInfo()),
             *(Create(f"acme/{n}", SessionInfo()) for n in range(2)),
             limits=limits,
         )
 
     assert raised.value.write_index == 2
-    assert await store.get("globex/one") is None
+    assert await batching.get("globex/one") is None
+
+
+async def test_the_etcd_store_refuses_a_batch_and_writes_nothing(store: TodoStore) -> None:
+    if not isinstance(store, EtcdStore):
+        pytest.skip("only the etcd store refuses batches")
+    before = (await store.snapshot())[0]
+
+    with pytest.raises(Unsupported):
+        await _batch(store, Create("b", SessionInfo()))
+
+    assert await store.get("b") is None
+    assert (await store.snapshot())[0] == before

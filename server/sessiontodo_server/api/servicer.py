@@ -45,6 +45,10 @@ from sessiontodo_server.domain.streams import TodoStreams
 _ENTRY_FRAMING = 8
 """Bytes a repeated message field adds around each entry (its tag and length), at most."""
 
+WATCH_ACCEPTED = (("sessiontodo-watch", "accepted"),)
+"""Headers a watch stream sends as soon as it is taken, before any message: a client can tell a quiet
+stream from one still connecting (the typed client's ``resume.ACCEPTED_HEADER``)."""
+
 
 class TodoServicer:
     """``sessiontodo.v1.TodoService`` over a ``TodoBook``."""
@@ -263,6 +267,7 @@ class TodoServicer:
     ) -> AsyncIterator[bytes]:
         """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
         (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
+        await context.send_initial_metadata(WATCH_ACCEPTED)
         try:
             watch = self._streams.watch(qualified(request.session_id), optional(request, "after_revision"))
             async with aclosing(watch) as changes:
@@ -275,6 +280,7 @@ class TodoServicer:
         self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """The feed, pre-encoded like WatchTodos (and cancelled the same way)."""
+        await context.send_initial_metadata(WATCH_ACCEPTED)
         try:
             feed = self._streams.feed(request.after_cursor, request.include_snapshot, filter_from_pb(request.filter))
             async with aclosing(feed) as messages:

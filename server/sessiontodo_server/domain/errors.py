@@ -84,6 +84,10 @@ class BatchRequestIdReused(TodoError):
         )
 
 
+class Unsupported(TodoError):
+    """The store cannot do what was asked (a call it does not implement yet); nothing was changed."""
+
+
 class Unavailable(TodoError):
     """The service cannot serve the call right now (shutting down, store unreachable); retry."""
 

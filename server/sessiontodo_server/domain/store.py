@@ -32,6 +32,7 @@ __all__ = [
     "REQUEST_RETENTION_WRITES",
     "AddResult",
     "SessionState",
+    "StoreInUseError",
     "StoreStartupError",
     "TodoStore",
     "Written",
@@ -46,6 +47,10 @@ session and this many seconds old: a retry within either gets the first result."
 class StoreStartupError(Exception):
     """The store cannot be used at all (in use by another server, unreadable): one line for the
     operator, naming the file or address; the server exits instead of serving."""
+
+
+class StoreInUseError(StoreStartupError):
+    """Another server holds the store (an sqlite file is served by one process at a time)."""
 
 
 class SessionState(NamedTuple):

@@ -40,7 +40,7 @@ from typing import Literal
 from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, TODO_OVERHEAD, MemoryBudget, list_bytes
 from sessiontodo_server.domain.errors import Unavailable
-from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, StoreStartupError
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, StoreInUseError, StoreStartupError
 from sessiontodo_server.domain.todos import Change, ChangeKind, SessionInfo, Todo, frozen
 from sessiontodo_server.stores.codec import (
     decode_outcomes,
@@ -142,7 +142,7 @@ def _lock(path: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StoreStartupError(f"sqlite file {path} is in use by another sessiontodo server") from None
+        raise StoreInUseError(f"sqlite file {path.resolve()} is in use by another sessiontodo server") from None
     return fd
 
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -110,8 +111,9 @@ def _unavailable(error: Exception) -> Unavailable:
 
 
 class RedisStore:
-    def __init__(self, url: str, history_limit: int = 64, feed_history: int = 4096) -> None:
+    def __init__(self, url: str, history_limit: int = 64, feed_history: int = 4096, wait_replicas: int = 0) -> None:
         location = parse_redis_url(url)
+        self._wait_replicas = wait_replicas
         self._base = location.base
         self._counters = location.key("counters")
         self._sessions = location.key("sessions")
@@ -144,6 +146,21 @@ class RedisStore:
                 yield
         except (*_UNREACHABLE, TimeoutError) as error:
             raise _unavailable(error) from error
+
+    async def _committed(self, script: AsyncScript, args: list[Any]) -> Any:
+        """Run a script that changes data; with ``wait_replicas``, on one connection with a WAIT
+        after it, answering only once that many replicas have the change (else UNAVAILABLE: the
+        primary has it, and other replicas' watchers will see it, but a failover could lose it)."""
+        if not self._wait_replicas:
+            return await script([self._counters], args)
+        async with self._redis.pipeline(transaction=False) as pipeline:
+            await script([self._counters], args, client=pipeline)
+            pipeline.execute_command("WAIT", self._wait_replicas, int(self._timeout * 500))
+            reply, replicated = await pipeline.execute()
+        if replicated < self._wait_replicas:
+            log.warning("a write reached %d of %d Redis replicas in time", replicated, self._wait_replicas)
+            raise Unavailable("the store's replicas did not confirm the write in time; retry")
+        return reply
 
     async def _within(self, call: Awaitable[T]) -> T:
         """The follower's calls: bounded like every other, failing with redis-py's errors."""
@@ -215,7 +232,7 @@ class RedisStore:
             max_per_tenant,
         )
         async with self._reachable():
-            reply = await self._scripts.create([self._counters], args)
+            reply = await self._committed(self._scripts.create, args)
         outcome = reply[0]
         if outcome == -1:
             raise SessionNotFound(info.parent_id)
@@ -257,7 +274,7 @@ class RedisStore:
     async def _remove(self, session_id: str, reason: RemovalReason, due_at: str, origin: str) -> list[Change]:
         async with self._reachable():
             arguments = self._args(session_id, reason.value, due_at, origin)
-            missed, entries = await self._scripts.remove([self._counters], arguments)
+            missed, entries = await self._committed(self._scripts.remove, arguments)
         removals = [decode_entry(data)[0] for data in entries]
         if removals:
             await self._published(missed, removals[0].cursor, removals[-1].cursor)
@@ -335,7 +352,7 @@ class RedisStore:
         args = self._args(header, _limits(limits), *operands)
         try:  # what _reachable() does, spelled out on the hottest path
             async with asyncio.timeout(self._timeout):
-                reply = await self._scripts.write([self._counters], args)
+                reply = await self._committed(self._scripts.write, args)
         except (*_UNREACHABLE, TimeoutError) as error:
             raise _unavailable(error) from error
         outcome = as_text(reply[0])
