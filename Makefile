@@ -12,7 +12,7 @@ ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup debian-packages run opencode mcp web typescript test test-fast lint proto-release bench clean
+.PHONY: setup debian-packages run opencode mcp web typescript test test-fast lint proto-release bench bench-compare clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -100,6 +100,13 @@ test-fast: setup
 ## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes, written to a temporary folder)
 bench: debian-packages setup $(NODE_DEPS)
 	$(BIN)/python bench/run.py $(ARGS)
+
+BASE ?=
+
+## bench-compare: this checkout against BASE (a git ref, built in its own virtualenv) in one run: throughput, CPU per write, write-to-watch p50
+bench-compare: debian-packages setup
+	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<git ref> [ARGS='--rounds 8 --stores memory']" >&2; exit 2; fi
+	$(BIN)/python bench/compare.py $(BASE) $(ARGS)
 
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.
 PROTO_BASELINE := protos/released.json

@@ -28,6 +28,7 @@ from typing import Any
 
 import grpc
 
+from batching import batching_rows, measure_batching
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
 from etcd_store import etcd_store_rows, measure_etcd_store
@@ -294,6 +295,9 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     else:
         progress("figure 13 skipped: node, playwright-core (npm ci) or chromium is missing")
 
+    progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
+    figures[15] = await measure_batched(sizes, scratch, cpus)
+
     if etcd_binary():
         progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")
         rows, ratios = await measure_against_etcd(sizes, scratch, cpus)
@@ -336,6 +340,29 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
 
 
 VERSUS_SUBJECTS = ("memory", "sqlite", "sqlite-fsync")
+
+
+async def measure_batched(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> list[Row]:
+    targets = await _started(
+        [
+            ServerProcess.sessiontodo("memory", "memory://", cpus.server, scratch),
+            ServerProcess.sessiontodo("sqlite", f"sqlite:///{scratch}/batched.db", cpus.server, scratch),
+        ]
+    )
+    competitor = None
+    if etcd_binary():
+        competitor = EtcdContender(await EtcdProcess.etcd("etcd-batched", cpus.server, scratch).start())
+    try:
+        result = await measure_batching(targets, competitor, sizes.rounds, sizes.seconds / 2, cpus.load)
+    finally:
+        if competitor is not None:
+            await competitor.close()
+            await competitor.server.stop()
+        await _stopped(targets)
+    return batching_rows(result, BATCHED_SUBJECTS)
+
+
+BATCHED_SUBJECTS = ("memory", "sqlite")
 
 
 async def measure_against_etcd(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> tuple[list[Row], dict[str, object]]:

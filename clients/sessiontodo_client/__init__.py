@@ -29,9 +29,14 @@ from sessiontodo_client.errors import (
 )
 from sessiontodo_client.models import (
     AddedTodo,
+    AddTodoWrite,
     ChangeKind,
+    CreateSessionWrite,
     FeedEvent,
     RemovalReason,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
     Session,
     SessionTodos,
     Todo,
@@ -39,7 +44,11 @@ from sessiontodo_client.models import (
     TodoPriority,
     TodoStatus,
     UpdatedTodo,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
@@ -47,6 +56,7 @@ from sessiontodo_client.security import ChannelSecurity, ServiceConnection
 
 __all__ = [
     "Aborted",
+    "AddTodoWrite",
     "AddedTodo",
     "AlreadyExists",
     "Cancelled",
@@ -54,6 +64,7 @@ __all__ = [
     "ChannelSecurity",
     "Connection",
     "ConnectionState",
+    "CreateSessionWrite",
     "DataLoss",
     "DeadlineExceeded",
     "FailedPrecondition",
@@ -64,6 +75,9 @@ __all__ = [
     "OutOfRange",
     "PermissionDenied",
     "RemovalReason",
+    "RemoveSessionWrite",
+    "RemoveTodoWrite",
+    "ReplaceTodosWrite",
     "ResourceExhausted",
     "RetryPolicy",
     "ServiceConnection",
@@ -79,8 +93,12 @@ __all__ = [
     "Unavailable",
     "Unimplemented",
     "Unknown",
+    "UpdateSessionWrite",
+    "UpdateTodoWrite",
     "UpdatedTodo",
     "WatchEvent",
+    "Write",
+    "WriteResult",
     "is_transient",
 ]
 

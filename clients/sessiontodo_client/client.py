@@ -35,6 +35,8 @@ from sessiontodo_client.conversions import (
     todo_list_from_pb,
     todo_to_pb,
     updated_todo_from_pb,
+    write_result_from_pb,
+    write_to_pb,
 )
 from sessiontodo_client.errors import service_error
 from sessiontodo_client.models import (
@@ -48,6 +50,8 @@ from sessiontodo_client.models import (
     TodoStatus,
     UpdatedTodo,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
 from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
@@ -247,6 +251,19 @@ class TodoClient:
         )
         response = await self._call(self._stub.AddTodo, request)
         return added_todo_from_pb(response)
+
+    async def batch_write(
+        self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
+    ) -> list[WriteResult]:
+        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
+        call instead of one per write. A failing write fails the batch with its error, naming it
+        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
+        given), so a retry returns the first call's results and never writes twice."""
+        request = pb.BatchWriteRequest(
+            writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
+        )
+        response = await self._call(self._stub.BatchWrite, request)
+        return [write_result_from_pb(result) for result in response.results]
 
     async def update_todo(
         self,

@@ -9,6 +9,7 @@ exit with status 2 and say what to do; anything unexpected exits 1, with its tra
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -25,9 +26,25 @@ from sessiontodo_server.settings import HELP_EXAMPLES, HELP_GROUPS, Settings
 
 PROG = "sessiontodo-server"
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""Allocations between collections of the youngest generation (CPython's default: 700)."""
+
+
+def settle_garbage_collector() -> None:
+    """Keep CPython's cyclic collector off what lives for the whole run. Every write allocates
+    dozens of objects, and the changes kept for resuming outlive the young collections, so full
+    collections came often and walked everything the imports and the loaded store hold: 16-21%
+    of the server's CPU per write. Frozen, that is never walked again; the larger young threshold
+    makes every collection rarer. Most of the server's objects hold no cycles and are freed by
+    reference counting anyway."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
+
 
 async def serve(settings: Settings) -> None:
     running = await start_server(settings)
+    settle_garbage_collector()  # once the store is loaded: its sessions live as long as the process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -33,6 +33,7 @@ FIGURES = (
     "12. big lists",
     "13. web board",
     "14. etcd store",
+    "15. batched writes",
 )
 UNTARGETED = {"9. vs etcd", "11. event loop", "14. etcd store"}
 """Figures reported as ratios without a target."""
