@@ -61,7 +61,18 @@ from sessiontodo_acp.plan_operations import (
     session_update,
 )
 from sessiontodo_acp.publisher import PlanPublisher
-from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient, WatchEvent
+from sessiontodo_client import (
+    ChangeKind,
+    CreateSessionWrite,
+    InvalidArgument,
+    NotFound,
+    ReplaceTodosWrite,
+    RetryPolicy,
+    Todo,
+    TodoClient,
+    TodoList,
+    WatchEvent,
+)
 from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
@@ -400,9 +411,8 @@ class PlanSync:
             )
         except NotFound:
             log.info("session %s was removed from sessiontodo (or expired); creating it again", session_id)
-            await self._ensure_session(session_id)
             session.stored, session.stored_revision, session.own_revision = [], -1, -1
-            stored = await self._todos.replace_todos(session_id, keep_known_ids(todos, []), origin=self.origin)
+            stored = await self._recreate(session_id, keep_known_ids(todos, []))
             session.catching_up_to = None
             self._publisher.watch(session_id, after_revision=stored.revision, restart=True)
         session.own_revision = stored.revision
@@ -411,6 +421,16 @@ class PlanSync:
             session.paused = False
             log.info("session %s: the agent's plan is stored again; mirroring resumes", session_id)
         self._watch(session_id, stored.revision)
+
+    async def _recreate(self, session_id: str, todos: list[Todo]) -> TodoList:
+        """The session created again with its plan: one atomic BatchWrite, so no one sees it empty."""
+        create = CreateSessionWrite(session_id=session_id, idle_ttl=self._idle_ttl)
+        replace = ReplaceTodosWrite(session_id=session_id, todos=todos)
+        replaced = (await self._todos.batch_write([create, replace], origin=self.origin))[1]
+        stored = [
+            todo.model_copy(update={"id": todo_id}) for todo, todo_id in zip(todos, replaced.todo_ids, strict=True)
+        ]
+        return TodoList(todos=stored, revision=replaced.revision)
 
     def _watch(self, session_id: str, after_revision: int) -> None:
         """Show the editor the session's changes after ``after_revision`` (if not watching it already)."""

@@ -336,7 +336,14 @@ def run(agent: subprocess.Popen[bytes], flags: Sequence[str], received: list[int
         level=settings.log_level.upper(),
         format="%(asctime)s sessiontodo-acp-proxy %(levelname)s %(name)s: %(message)s",
     )
-    return asyncio.run(serve(settings, agent, received, protocol_output_fd))
+    try:
+        return asyncio.run(serve(settings, agent, received, protocol_output_fd))
+    except Exception as error:  # one line, unless the operator asked for the traceback
+        if settings.log_level.upper() == "DEBUG":
+            raise
+        log.critical("%s: %s (--log-level debug shows the traceback)", type(error).__name__, error)
+        _kill(agent)
+        return 1
 
 
 def _kill(agent: subprocess.Popen[bytes]) -> None:

@@ -29,9 +29,14 @@ from sessiontodo_client.errors import (
 )
 from sessiontodo_client.models import (
     AddedTodo,
+    AddTodoWrite,
     ChangeKind,
+    CreateSessionWrite,
     FeedEvent,
     RemovalReason,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
     Session,
     SessionTodos,
     Todo,
@@ -39,17 +44,19 @@ from sessiontodo_client.models import (
     TodoPriority,
     TodoStatus,
     UpdatedTodo,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
 
-__version__ = importlib.metadata.version("sessiontodo")
-"""The installed distribution's version: pyproject.toml is its one source."""
-
 __all__ = [
     "Aborted",
+    "AddTodoWrite",
     "AddedTodo",
     "AlreadyExists",
     "Cancelled",
@@ -57,6 +64,7 @@ __all__ = [
     "ChannelSecurity",
     "Connection",
     "ConnectionState",
+    "CreateSessionWrite",
     "DataLoss",
     "DeadlineExceeded",
     "FailedPrecondition",
@@ -67,6 +75,9 @@ __all__ = [
     "OutOfRange",
     "PermissionDenied",
     "RemovalReason",
+    "RemoveSessionWrite",
+    "RemoveTodoWrite",
+    "ReplaceTodosWrite",
     "ResourceExhausted",
     "RetryPolicy",
     "ServiceConnection",
@@ -82,7 +93,14 @@ __all__ = [
     "Unavailable",
     "Unimplemented",
     "Unknown",
+    "UpdateSessionWrite",
+    "UpdateTodoWrite",
     "UpdatedTodo",
     "WatchEvent",
+    "Write",
+    "WriteResult",
     "is_transient",
 ]
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""

@@ -26,13 +26,17 @@ import grpc
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client.conversions import (
-    PRIORITY_TO_PB,
-    STATUS_TO_PB,
+    added_todo_from_pb,
     duration_to_pb,
+    priority_to_pb,
     session_from_pb,
+    status_to_pb,
     todo_from_pb,
     todo_list_from_pb,
     todo_to_pb,
+    updated_todo_from_pb,
+    write_result_from_pb,
+    write_to_pb,
 )
 from sessiontodo_client.errors import service_error
 from sessiontodo_client.models import (
@@ -46,6 +50,8 @@ from sessiontodo_client.models import (
     TodoStatus,
     UpdatedTodo,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
 from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
@@ -196,13 +202,19 @@ class TodoClient:
         return todo_list_from_pb(response)
 
     async def batch_get_todos(self, session_ids: Sequence[str]) -> tuple[list[SessionTodos], list[str]]:
-        """The lists of the sessions that exist, in request order, and the ids that name none."""
-        response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
-        found = [
-            SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
-            for entry in response.sessions
-        ]
-        return found, list(response.missing_session_ids)
+        """The lists of the sessions that exist, in request order, and the ids that name none (asking
+        again for those a response had no room for)."""
+        found: list[SessionTodos] = []
+        missing: list[str] = []
+        while True:
+            response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
+            found += [
+                SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
+                for entry in response.sessions
+            ]
+            missing += response.missing_session_ids
+            if not (session_ids := list(response.unread_session_ids)):
+                return found, missing
 
     async def replace_todos(
         self, session_id: str, todos: Sequence[Todo], expected_revision: int | None = None, *, origin: str = ""
@@ -238,7 +250,20 @@ class TodoClient:
             origin=origin,
         )
         response = await self._call(self._stub.AddTodo, request)
-        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+        return added_todo_from_pb(response)
+
+    async def batch_write(
+        self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
+    ) -> list[WriteResult]:
+        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
+        call instead of one per write. A failing write fails the batch with its error, naming it
+        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
+        given), so a retry returns the first call's results and never writes twice."""
+        request = pb.BatchWriteRequest(
+            writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
+        )
+        response = await self._call(self._stub.BatchWrite, request)
+        return [write_result_from_pb(result) for result in response.results]
 
     async def update_todo(
         self,
@@ -257,15 +282,15 @@ class TodoClient:
             session_id=session_id,
             todo_id=todo_id,
             content=content,
-            status=STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED,
-            priority=PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED,
+            status=status_to_pb(status),
+            priority=priority_to_pb(priority),
             metadata=metadata,
             remove_metadata_keys=list(remove_metadata),
             expected_revision=expected_revision,
             origin=origin,
         )
         response = await self._call(self._stub.UpdateTodo, request)
-        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+        return updated_todo_from_pb(response)
 
     async def remove_todo(
         self, session_id: str, todo_id: str, expected_revision: int | None = None, *, origin: str = ""

@@ -14,15 +14,26 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_client.models import (
+    AddedTodo,
+    AddTodoWrite,
     ChangeKind,
+    CreateSessionWrite,
     FeedEvent,
     RemovalReason,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
     Session,
     Todo,
     TodoList,
     TodoPriority,
     TodoStatus,
+    UpdatedTodo,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
     WatchEvent,
+    Write,
+    WriteResult,
 )
 
 STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
@@ -61,6 +72,24 @@ def todo_from_pb(todo: pb.Todo) -> Todo:
 def todo_list_from_pb(response: pb.GetTodosResponse | pb.ReplaceTodosResponse) -> TodoList:
     """A response's todos at its revision."""
     return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
+
+
+def added_todo_from_pb(response: pb.AddTodoResponse) -> AddedTodo:
+    return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+
+
+def updated_todo_from_pb(response: pb.UpdateTodoResponse) -> UpdatedTodo:
+    return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+
+
+def status_to_pb(status: TodoStatus | None) -> pb.TodoStatus.ValueType:
+    """A status to set, or UNSPECIFIED (None: leave it as it is)."""
+    return STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED
+
+
+def priority_to_pb(priority: TodoPriority | None) -> pb.TodoPriority.ValueType:
+    """A priority to set, or UNSPECIFIED (None: leave it as it is)."""
+    return PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED
 
 
 def time_from_pb(timestamp: timestamp_pb2.Timestamp) -> datetime | None:
@@ -118,3 +147,75 @@ def event_from_pb(message: pb.WatchTodosResponse) -> WatchEvent:
 
 def feed_event_from_pb(message: pb.WatchChangesResponse) -> FeedEvent:
     return FeedEvent(**_event_fields(message), cursor=message.cursor)
+
+
+def write_to_pb(write: Write) -> pb.Write:
+    """One write of a batch as its rpc's request."""
+    match write:
+        case ReplaceTodosWrite():
+            todos = [todo_to_pb(todo) for todo in write.todos]
+            return pb.Write(
+                replace_todos=pb.ReplaceTodosRequest(
+                    session_id=write.session_id, todos=todos, expected_revision=write.expected_revision
+                )
+            )
+        case AddTodoWrite():
+            return pb.Write(
+                add_todo=pb.AddTodoRequest(
+                    session_id=write.session_id,
+                    todo=todo_to_pb(write.todo),
+                    index=write.index,
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case UpdateTodoWrite():
+            return pb.Write(
+                update_todo=pb.UpdateTodoRequest(
+                    session_id=write.session_id,
+                    todo_id=write.todo_id,
+                    content=write.content,
+                    status=status_to_pb(write.status),
+                    priority=priority_to_pb(write.priority),
+                    metadata=write.metadata,
+                    remove_metadata_keys=write.remove_metadata,
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case RemoveTodoWrite():
+            return pb.Write(
+                remove_todo=pb.RemoveTodoRequest(
+                    session_id=write.session_id, todo_id=write.todo_id, expected_revision=write.expected_revision
+                )
+            )
+        case CreateSessionWrite():
+            return pb.Write(
+                create_session=pb.CreateSessionRequest(
+                    session_id=write.session_id,
+                    parent_id=write.parent_id,
+                    labels=write.labels,
+                    idle_ttl=duration_to_pb(write.idle_ttl),
+                )
+            )
+        case UpdateSessionWrite():
+            return pb.Write(
+                update_session=pb.UpdateSessionRequest(
+                    session_id=write.session_id,
+                    labels=write.labels,
+                    remove_label_keys=write.remove_labels,
+                    idle_ttl=duration_to_pb(write.idle_ttl),
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case RemoveSessionWrite():
+            return pb.Write(remove_session=pb.RemoveSessionRequest(session_id=write.session_id))
+
+
+def write_result_from_pb(result: pb.WriteResult) -> WriteResult:
+    return WriteResult(
+        revision=result.revision,
+        changed=result.changed,
+        todo=todo_from_pb(result.todo) if result.HasField("todo") else None,
+        index=result.index,
+        todo_ids=list(result.todo_ids),
+        removed_session_ids=list(result.removed_session_ids),
+    )

@@ -25,10 +25,20 @@ from sessiontodo_client import (
     Session,
     Todo,
     TodoList,
+    TodoPriority,
+    TodoStatus,
     UpdatedTodo,
     WatchEvent,
 )
-from sessiontodo_client.conversions import session_from_pb, todo_from_pb, todo_list_from_pb, todo_to_pb
+from sessiontodo_client.conversions import (
+    added_todo_from_pb,
+    priority_to_pb,
+    session_from_pb,
+    status_to_pb,
+    todo_list_from_pb,
+    todo_to_pb,
+    updated_todo_from_pb,
+)
 from sessiontodo_client.errors import service_error
 from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
 
@@ -97,7 +107,7 @@ class TodoCalls:
         return session_from_pb(response.session), response.created
 
     def remove_session(self, session_id: str) -> list[str]:
-        request = pb.RemoveSessionRequest(session_id=session_id)
+        request = pb.RemoveSessionRequest(session_id=session_id, origin=ORIGIN)
         response = self._call(self._stub.RemoveSession, request)
         return list(response.removed_session_ids)
 
@@ -116,14 +126,37 @@ class TodoCalls:
             session_id=session_id, todo=todo_to_pb(todo), index=index, request_id=uuid.uuid4().hex, origin=ORIGIN
         )
         response = self._call(self._stub.AddTodo, request)
-        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+        return added_todo_from_pb(response)
 
-    def complete_todo(self, session_id: str, todo_id: str) -> UpdatedTodo:
+    def update_todo(
+        self,
+        session_id: str,
+        todo_id: str,
+        *,
+        content: str | None = None,
+        status: TodoStatus | None = None,
+        priority: TodoPriority | None = None,
+        expected_revision: int | None = None,
+    ) -> UpdatedTodo:
+        """Change what is given of one todo (content, status, priority); the rest stays."""
         request = pb.UpdateTodoRequest(
-            session_id=session_id, todo_id=todo_id, status=pb.TODO_STATUS_COMPLETED, origin=ORIGIN
+            session_id=session_id,
+            todo_id=todo_id,
+            content=content,
+            status=status_to_pb(status),
+            priority=priority_to_pb(priority),
+            expected_revision=expected_revision,
+            origin=ORIGIN,
         )
         response = self._call(self._stub.UpdateTodo, request)
-        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+        return updated_todo_from_pb(response)
+
+    def remove_todo(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> int:
+        """Remove one todo; returns the list's new revision."""
+        request = pb.RemoveTodoRequest(
+            session_id=session_id, todo_id=todo_id, expected_revision=expected_revision, origin=ORIGIN
+        )
+        return int(self._call(self._stub.RemoveTodo, request).revision)
 
     def watch(
         self,

@@ -112,7 +112,7 @@ class BodyProblem:
     message: str
 
 
-class _BodyTooLarge(Exception):
+class BodyTooLarge(Exception):
     """A request body over the sidecar's limit: answered 413 before it is all read."""
 
     def __init__(self, limit: int) -> None:
@@ -120,15 +120,15 @@ class _BodyTooLarge(Exception):
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (``_BodyTooLarge``) as soon as it is known to exceed ``limit`` bytes."""
+    """The request body, refused (``BodyTooLarge``) as soon as it is known to exceed ``limit`` bytes."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise _BodyTooLarge(limit)
+        raise BodyTooLarge(limit)
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise _BodyTooLarge(limit)
+            raise BodyTooLarge(limit)
     return bytes(body)
 
 
@@ -428,7 +428,7 @@ def create_app(
         middleware=middleware,
         exception_handlers={
             HTTPException: _http_error,
-            _BodyTooLarge: _body_too_large,
+            BodyTooLarge: _body_too_large,
             Exception: _unexpected_error,
         },
     )

@@ -8,11 +8,11 @@ import signal
 import sys
 
 import httpx
-from pydantic import ValidationError
 
 from sessiontodo_client import TodoClient
+from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
 from sessiontodo_opencode.mirror import OpenCodeImporter
-from sessiontodo_opencode.settings import MirrorSettings
+from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
 
 log = logging.getLogger("sessiontodo_opencode.mirror")
 
@@ -37,29 +37,25 @@ async def serve(settings: MirrorSettings) -> None:
         await asyncio.gather(mirroring, return_exceptions=True)
 
 
-def _settings(args: list[str]) -> MirrorSettings:
-    """The settings, or one line naming each unusable flag and exit status 2 (as argparse's usage errors)."""
+def _run(settings: MirrorSettings) -> None:
     try:
-        return MirrorSettings(_cli_parse_args=args)  # type: ignore[call-arg]
-    except ValidationError as error:
-        problems = "; ".join(
-            f"--{'-'.join(map(str, problem['loc'])).replace('_', '-')}: {problem['msg'].removeprefix('Value error, ')}"
-            for problem in error.errors()
-        )
-        print(f"{PROG}: {problems} (--help lists the flags)", file=sys.stderr)
-        raise SystemExit(2) from None
+        asyncio.run(serve(settings))
+    except (OSError, ValueError) as error:  # the CA, certificate or token files
+        fail(PROG, str(error))
 
 
 def main() -> None:
-    settings = _settings(sys.argv[1:])
+    try:
+        settings = parse_settings(
+            MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES
+        )
+    except UsageError as error:
+        fail(PROG, str(error))
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    try:
-        asyncio.run(serve(settings))
-    except (OSError, ValueError) as error:  # the CA, certificate or token files
-        sys.exit(f"{PROG}: {error}")
+    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
 
 
 if __name__ == "__main__":

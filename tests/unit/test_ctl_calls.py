@@ -90,9 +90,13 @@ def test_get_sends_the_session_id_and_renders_the_list_with_its_revision(server:
     assert request == pb.GetTodosRequest(session_id="ses_1")
     result = finished(run)
     assert result.exit_code == 0
-    assert "[x] │ parse" in result.stdout
-    assert "[>] │ tests" in result.stdout
-    assert "revision 7, 1/2 completed" in result.stdout
+    assert result.stdout.splitlines() == [  # not a terminal: plain columns, each todo's position first
+        "ses_1",
+        "#       ID     PRIORITY  CONTENT",
+        "0  [x]  parse  medium    Write the parser",
+        "1  [>]  tests  medium    Write tests",
+        "revision 7, 1/2 completed",
+    ]
 
 
 def test_json_output_is_one_parseable_object(server: FakeServer) -> None:
@@ -113,7 +117,7 @@ def test_a_status_and_priority_a_newer_server_added_show_as_unknown_and_as_numbe
     table, as_json = server.run("get", "s"), server.run("-o", "json", "get", "s")
     for _ in range(2):
         server.answer("GetTodos", pb.GetTodosResponse(revision=2, todos=[newer]))
-    assert "[?] │ a  │ 9" in finished(table).stdout
+    assert "0  [?]  a   9" in finished(table).stdout
     (todo,) = json.loads(finished(as_json).stdout)["todos"]
     assert (todo["status"], todo["priority"]) == (7, 9)
 
@@ -201,6 +205,7 @@ def test_add_sends_priority_status_index_and_a_request_id(server: FakeServer) ->
 
 def test_done_marks_the_todo_completed(server: FakeServer) -> None:
     run = server.run("done", "s", "t1")
+    server.answer("GetTodos", pb.GetTodosResponse(revision=5, todos=[pb.Todo(id="t1", content="x")]))
     _, request = server.answer(
         "UpdateTodo",
         pb.UpdateTodoResponse(
