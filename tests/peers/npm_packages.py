@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support import ROOT
-from test_packaging import run
+from tests.support import ROOT
+from tests.system.test_packaging import run
 
 CLIENT = ROOT / "clients" / "typescript"
 OPENCODE_PLUGIN = ROOT / "clients" / "opencode-plugin"

@@ -16,11 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from opencode_real.opencode_peer import OpenCodeHome, OpenCodeServer, contents_in_sessiontodo
-from opencode_real.stub_model import TITLE, StubModel
 from sessiontodo_client import ChangeKind, FeedEvent, TodoClient
 from sessiontodo_server.app import RunningServer
-from support import ROOT, ServerProcess, eventually, run_node_suite
+from tests.peers.opencode_real.opencode_peer import OpenCodeHome, OpenCodeServer, contents_in_sessiontodo
+from tests.peers.opencode_real.stub_model import TITLE, StubModel
+from tests.support import ROOT, ServerProcess, eventually, run_node_suite
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 STORED_WITHIN = 30.0
 # A directory's first request bootstraps its OpenCode instance, plugins included: seconds, not milliseconds.

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from peers.npm_packages import CLIENT, fresh_project, pack
 from sessiontodo_server.app import RunningServer
-from test_packaging import run
+from tests.peers.npm_packages import CLIENT, fresh_project, pack
+from tests.system.test_packaging import run
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 TSC = CLIENT / "node_modules" / ".bin" / "tsc"
 
