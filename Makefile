@@ -6,13 +6,13 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PROTOS := $(wildcard protos/sessiontodo/v1/*.proto)
+PROTOS := $(wildcard protos/sessiontodo/v1/*.proto) $(wildcard protos/sessiontodo_etcd/*/*.proto)
 GENERATED := $(PROTOS:.proto=_pb2.py)
 ARGS ?=
 
 NODE_DEPS := node_modules/.package-lock.json
 
-.PHONY: setup debian-packages run opencode mcp typescript test test-fast lint proto-release bench clean
+.PHONY: setup debian-packages run opencode mcp web typescript test test-fast lint proto-release bench bench-compare clean
 
 ## setup: create the virtualenv, install the project and generate the protobuf code
 setup: $(VENV)/.installed $(GENERATED)
@@ -85,6 +85,10 @@ $(OPENCODE_PLUGIN_BUILT): $(TS_CLIENT_BUILT) $(NODE_DEPS) $(OPENCODE_PLUGIN)/pac
 ## typescript: build @sessiontodo/client (buf generate, tsc) and the OpenCode plugin
 typescript: $(TS_CLIENT_BUILT) $(OPENCODE_PLUGIN_BUILT)
 
+## web: serve the live web board on http://127.0.0.1:8080 for the sessiontodo server at SESSIONTODO_ADDRESS (the sign-in link is in its log)
+web: setup
+	$(BIN)/python -m sessiontodo_web --sessiontodo-address $(SESSIONTODO_ADDRESS) $(ARGS)
+
 ## test: run the whole suite
 test: debian-packages setup $(NODE_DEPS) typescript
 	$(BIN)/python -m pytest $(ARGS)
@@ -94,8 +98,15 @@ test-fast: setup
 	$(BIN)/python -m pytest tests/unit $(ARGS)
 
 ## bench: measure against a bare grpc.aio echo server and etcd (h2load), print the table, write bench/results/ (BENCH_QUICK=1: tiny sizes, written to a temporary folder)
-bench: debian-packages setup
+bench: debian-packages setup $(NODE_DEPS)
 	$(BIN)/python bench/run.py $(ARGS)
+
+BASE ?=
+
+## bench-compare: this checkout against BASE (a git ref, built in its own virtualenv) in one run: throughput, CPU per write, write-to-watch p50
+bench-compare: debian-packages setup
+	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<git ref> [ARGS='--rounds 8 --stores memory']" >&2; exit 2; fi
+	$(BIN)/python bench/compare.py $(BASE) $(ARGS)
 
 # The wire contract as last released: `buf breaking` fails on any change that breaks it.
 PROTO_BASELINE := protos/released.json

@@ -40,6 +40,7 @@ class ChannelSecurity:
     @classmethod
     def from_files(
         cls,
+        *,
         tls: bool,
         ca_file: Path | None,
         client_cert: Path | None,
@@ -127,7 +128,12 @@ class ServiceConnection(BaseModel):
     def channel_security(self) -> ChannelSecurity:
         """Reads the files named here; raises ``OSError`` or ``ValueError`` if they are unusable."""
         return ChannelSecurity.from_files(
-            self.tls, self.ca_file, self.client_cert, self.client_key, self.token, self.token_file
+            tls=self.tls,
+            ca_file=self.ca_file,
+            client_cert=self.client_cert,
+            client_key=self.client_key,
+            token=self.token,
+            token_file=self.token_file,
         )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -54,14 +55,19 @@ def open_store(
     history_limit: int,
     feed_history: int = 4096,
     budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
+    *,
     durability: Durability = "process",
+    redis_wait_replicas: int = 0,
 ) -> TodoStore:
-    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
-    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis.
-    ``durability`` is the sqlite store's (see ``stores/sqlite.py``)."""
+    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis, or
+    ``etcd[s]://host:2379,host:2379,host:2379/prefix`` for several replicas on an etcd cluster.
+    ``durability`` is the sqlite store's (see ``stores/sqlite.py``), ``redis_wait_replicas`` the Redis store's."""
     scheme = urlsplit(url).scheme
     if durability != "process" and scheme != "sqlite":
         raise ValueError(f"--durability {durability} applies to the sqlite store, not {scheme}://")
+    if redis_wait_replicas and scheme not in ("redis", "rediss"):
+        raise ValueError(f"--redis-wait-replicas applies to the Redis store, not {scheme}://")
     if scheme == "memory":
         return MemoryStore(history_limit, feed_history=feed_history, budget=budget)
     if scheme == "sqlite":
@@ -74,9 +80,14 @@ def open_store(
     if scheme in ("redis", "rediss"):
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
-        return RedisStore(url, history_limit, feed_history)
+        return RedisStore(url, history_limit, feed_history, redis_wait_replicas)
+    if scheme in ("etcd", "etcds"):
+        from sessiontodo_server.stores.etcd import EtcdStore
+
+        return EtcdStore(url, history_limit, feed_history, budget)
     raise ValueError(
-        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db or redis://host:port/db"
+        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db, redis://host:port/db"
+        " or etcd://host:2379,…/prefix"
     )
 
 
@@ -127,7 +138,11 @@ def _ms(seconds: float) -> int:
 
 
 class ListenError(Exception):
-    """The server cannot listen on its address: taken, not an address of this host, or not permitted."""
+    """The server cannot listen on its address: taken (``in_use``), not an address of this host, or not permitted."""
+
+    def __init__(self, message: str, *, in_use: bool = False) -> None:
+        super().__init__(message)
+        self.in_use = in_use
 
 
 def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.ServerCredentials | None) -> int:
@@ -141,7 +156,8 @@ def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.Serve
                 pass
         except OSError as error:
             raise ListenError(
-                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}"
+                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}",
+                in_use=error.errno == errno.EADDRINUSE,
             ) from error
     try:
         port: int = (
@@ -270,7 +286,8 @@ async def start_server(
             settings.history_limit,
             settings.feed_history,
             settings.budget(),
-            settings.durability,
+            durability=settings.durability,
+            redis_wait_replicas=settings.redis_wait_replicas,
         )
     )
     if metrics is not None or tracer_provider is not None:
@@ -362,12 +379,12 @@ async def _serve(
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
     watch = asyncio.create_task(fd_limits.watch(file_descriptors, max_connections), name="descriptor watch")
     log.info(
-        "serving on %s:%d (%s, %s) with store %s; at most %d connections of %d streams each",
+        "serving on %s:%d (%s, %s), data in %s; Ctrl-C to stop (at most %d connections of %d streams each)",
         settings.host,
         port,
         "plaintext" if security.tls is None else ("mutual TLS" if settings.tls_client_ca else "TLS"),
         "bearer tokens" if security.auth is not None else "no authentication",
-        redact_url(settings.store),
+        settings.data_location(),
         max_connections,
         settings.max_streams_per_connection,
     )

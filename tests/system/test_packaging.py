@@ -35,10 +35,13 @@ PACKAGES = (
     "sessiontodo_acp",
     "sessiontodo_ctl",
     "sessiontodo_mcp",
+    "sessiontodo_web",
 )
 TYPED = ("sessiontodo/v1", *PACKAGES[1:])
 GENERATED = [
-    f"sessiontodo/v1/todo_service{suffix}" for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+    f"{module}{suffix}"
+    for module in ("sessiontodo/v1/todo_service", "sessiontodo_etcd/etcdserverpb/rpc", "sessiontodo_etcd/mvccpb/kv")
+    for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
 RUNTIME_EXTRAS = "opencode,acp,mcp,redis,ctl,tracing"
 # The tests that run in one process and quickly: between them they touch every direct
@@ -92,6 +95,7 @@ def test_the_sdist_and_the_wheel_contain_the_generated_code_and_the_type_markers
     assert {f"protos/{name}" for name in GENERATED} <= in_sdist
     assert set(GENERATED) <= in_wheel
     assert {f"{package}/py.typed" for package in TYPED} <= in_wheel
+    assert {"sessiontodo_web/static/index.html", "sessiontodo_web/static/assets/js/main.js"} <= in_wheel
 
 
 def test_the_wheel_installs_into_a_fresh_venv_with_every_module_and_command_working(

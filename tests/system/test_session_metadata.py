@@ -25,7 +25,7 @@ from sessiontodo_client import (
     TodoStatus,
     Unavailable,
 )
-from sessiontodo_client.client import service_error
+from sessiontodo_client.errors import service_error
 from sessiontodo_server.app import RunningServer
 
 

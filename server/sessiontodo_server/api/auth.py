@@ -59,6 +59,7 @@ _ROLES = {
     "AddTodo": Role.WRITER,
     "UpdateTodo": Role.WRITER,
     "RemoveTodo": Role.WRITER,
+    "BatchWrite": Role.WRITER,  # every write it carries is a writer's; RemoveAllSessions is not among them
     "RemoveAllSessions": Role.ADMIN,
 }
 

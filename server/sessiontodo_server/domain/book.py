@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
+from sessiontodo_server.domain.batch import MAX_WRITES, Create, Operation, Outcome, Remove, Write
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
     RequestIdReused,
@@ -25,7 +26,7 @@ from sessiontodo_server.domain.errors import (
     SessionNotFound,
     TodoError,
 )
-from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.mutations import AddTodo, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.observer import BookObserver, NoObserver
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.domain.todos import (
@@ -104,6 +105,19 @@ class TodoBook:
         idle_ttl: float | None = None,
         origin: str = "",
     ) -> tuple[SessionState, bool]:
+        ops.check_origin(origin)
+        info = self.create_operation(session_id, parent_id=parent_id, labels=labels, idle_ttl=idle_ttl).info
+        return await self._create(session_id, info, origin)
+
+    def create_operation(
+        self,
+        session_id: str,
+        *,
+        parent_id: str = "",
+        labels: Mapping[str, str] = NO_ENTRIES,
+        idle_ttl: float | None = None,
+    ) -> Create:
+        """A CreateSession checked on its own."""
         violations = ops.session_id_violations(session_id, self._limits)
         if parent_id:
             violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
@@ -111,11 +125,9 @@ class TodoBook:
         violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=False)
         if violations:
             raise InvalidArgument(violations)
-        ops.check_origin(origin)
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
-        info = SessionInfo(parent_id, ops.frozen(labels), now, now, ttl)
-        return await self._create(session_id, info, origin)
+        return Create(session_id, SessionInfo(parent_id, ops.frozen(labels), now, now, ttl))
 
     async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
         """The store checks both session limits as it creates: one step, whatever the replicas."""
@@ -137,21 +149,45 @@ class TodoBook:
         expected_revision: int | None = None,
         origin: str = "",
     ) -> tuple[SessionState, bool]:
+        operation = self.update_session_operation(
+            session_id,
+            set_labels=set_labels,
+            remove_label_keys=remove_label_keys,
+            idle_ttl=idle_ttl,
+            expected_revision=expected_revision,
+        )
+        written = await self._write(operation, origin=origin)
+        return written.state, written.change is not None
+
+    def update_session_operation(
+        self,
+        session_id: str,
+        *,
+        set_labels: Mapping[str, str] = NO_ENTRIES,
+        remove_label_keys: Sequence[str] = (),
+        idle_ttl: float | None = None,
+        expected_revision: int | None = None,
+    ) -> Write:
+        """An UpdateSession checked on its own."""
         violations = ops.label_violations(set_labels, self._limits)
         violations += ops.check_key_changes(set_labels, remove_label_keys, "remove_label_keys")
         violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=True)
         if violations:
             raise InvalidArgument(violations)
         mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
-        written = await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
-        return written.state, written.change is not None
+        return self._checked(Write(session_id, mutation, expected_revision))
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
+        self.remove_operation(session_id)
+        ops.check_origin(origin)
+        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
+
+    def remove_operation(self, session_id: str) -> Remove:
+        """A RemoveSession checked on its own."""
         ops.check_session_id(session_id, self._limits)
         if ops.is_global_list(session_id):
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
-        ops.check_origin(origin)
-        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
+        return Remove(session_id)
 
     async def remove_all_sessions(self, origin: str = "", tenant: str | None = None) -> int:
         """Remove every session (of ``tenant`` only, when given) but the global lists."""
@@ -243,10 +279,16 @@ class TodoBook:
     # Writes
 
     async def replace(
-        self, session_id: str, drafts: list[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
+        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
     ) -> SessionState:
-        mutation = ReplaceTodos(ops.replace_all(drafts, self._limits))
-        return (await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)).state
+        operation = self.replace_operation(session_id, drafts, expected_revision=expected_revision)
+        return (await self._write(operation, origin=origin)).state
+
+    def replace_operation(
+        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None
+    ) -> Write:
+        """A ReplaceTodos checked on its own."""
+        return self._checked(Write(session_id, ReplaceTodos(ops.replace_all(drafts, self._limits)), expected_revision))
 
     async def add(
         self,
@@ -260,16 +302,28 @@ class TodoBook:
     ) -> AddResult:
         if len(request_id) > self._limits.max_todo_id_length:
             raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
-
         fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
-        mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
-        written = await self._write(
-            session_id, mutation, expected_revision=expected_revision, request_id=request_id, origin=origin
+        operation = self.add_operation(
+            session_id, draft, index=index, expected_revision=expected_revision, fingerprint=fingerprint
         )
+        written = await self._write(operation, request_id=request_id, origin=origin)
         assert written.result is not None
         if written.change is None and written.result.fingerprint and written.result.fingerprint != fingerprint:
             raise RequestIdReused(session_id, request_id)
         return written.result
+
+    def add_operation(
+        self,
+        session_id: str,
+        draft: TodoDraft,
+        *,
+        index: int | None = None,
+        expected_revision: int | None = None,
+        fingerprint: str = "",
+    ) -> Write:
+        """An AddTodo checked on its own."""
+        mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
+        return self._checked(Write(session_id, mutation, expected_revision))
 
     async def update(
         self,
@@ -284,6 +338,33 @@ class TodoBook:
         remove_metadata_keys: Sequence[str] = (),
         origin: str = "",
     ) -> tuple[Todo, int, bool]:
+        operation = self.update_operation(
+            session_id,
+            todo_id,
+            content=content,
+            status=status,
+            priority=priority,
+            expected_revision=expected_revision,
+            set_metadata=set_metadata,
+            remove_metadata_keys=remove_metadata_keys,
+        )
+        after = (written := await self._write(operation, origin=origin)).state
+        todo = next(todo for todo in after.todos if todo.id == todo_id)
+        return todo, after.revision, written.change is not None
+
+    def update_operation(
+        self,
+        session_id: str,
+        todo_id: str,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        priority: str | None = None,
+        expected_revision: int | None = None,
+        set_metadata: Mapping[str, str] = NO_ENTRIES,
+        remove_metadata_keys: Sequence[str] = (),
+    ) -> Write:
+        """An UpdateTodo checked on its own."""
         ops.check_update(content, status, priority, set_metadata, remove_metadata_keys, self._limits)
         mutation = UpdateTodo(
             todo_id,
@@ -293,39 +374,32 @@ class TodoBook:
             ops.frozen(set_metadata),
             tuple(remove_metadata_keys),
         )
-        after = (
-            written := await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
-        ).state
-        todo = next(todo for todo in after.todos if todo.id == todo_id)
-        return todo, after.revision, written.change is not None
+        return self._checked(Write(session_id, mutation, expected_revision))
 
     async def remove_todo(
         self, session_id: str, todo_id: str, *, expected_revision: int | None = None, origin: str = ""
     ) -> int:
-        return (
-            await self._write(session_id, RemoveTodo(todo_id), expected_revision=expected_revision, origin=origin)
-        ).state.revision
+        operation = self.remove_todo_operation(session_id, todo_id, expected_revision=expected_revision)
+        return (await self._write(operation, origin=origin)).state.revision
 
-    async def _write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str = "",
-        origin: str = "",
-    ) -> Written:
+    def remove_todo_operation(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> Write:
+        """A RemoveTodo checked on its own."""
+        return self._checked(Write(session_id, RemoveTodo(todo_id), expected_revision))
+
+    def _checked(self, operation: Write) -> Write:
+        ops.check_session_id(operation.session_id, self._limits)
+        return operation
+
+    async def _write(self, operation: Write, *, request_id: str = "", origin: str = "") -> Written:
         """One atomic write in the store; its change goes to this process's watchers."""
-        ops.check_session_id(session_id, self._limits)
         ops.check_origin(origin)
-        if _is_tenants_global_list(session_id) and await self._store.get(session_id) is None:
-            now = self._clock()  # a tenant's global list is made by its first write
-            await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
+        session_id = operation.session_id
+        await self._made_if_tenants_global_list(session_id)
         try:
             written = await self._store.write(
                 session_id,
-                mutation,
-                expected_revision=expected_revision,
+                operation.mutation,
+                expected_revision=operation.expected_revision,
                 request_id=request_id,
                 origin=origin,
                 now=self._clock(),
@@ -337,6 +411,52 @@ class TodoBook:
         if written.change is not None:
             self._hub.publish(written.change)
         return written
+
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str = "",
+        fingerprint: str = "",
+        origin: str = "",
+        tenant: str = tenancy.DEFAULT_TENANT,
+    ) -> tuple[Outcome, ...]:
+        """Apply operations (each checked on its own by its ``*_operation``) atomically, in order;
+        a failing one is named by ``write_index``. A ``request_id`` is ``tenant``'s: another
+        tenant's same id is another batch; ``fingerprint`` tells a retry from a reuse."""
+        if not operations:
+            raise InvalidArgument([("writes", "at least one write")])
+        if len(operations) > MAX_WRITES:
+            raise InvalidArgument([("writes", f"at most {MAX_WRITES} writes")])
+        ops.check_origin(origin)
+        if len(request_id) > self._limits.max_todo_id_length:
+            raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
+        for session_id in {op.session_id for op in operations if isinstance(op, Write)}:
+            await self._made_if_tenants_global_list(session_id)
+        try:
+            written = await self._store.write_batch(
+                operations,
+                request_id=f"{tenant}\n{request_id}" if request_id else "",
+                fingerprint=fingerprint,
+                origin=origin,
+                now=self._clock(),
+                limits=self._limits,
+            )
+        except RevisionMismatch:
+            self._observer.write_conflict("expected_revision")
+            raise
+        for change in written.changes:
+            if change.kind is ChangeKind.SESSION_REMOVED:
+                self._end([change])
+            else:
+                self._hub.publish(change)
+        return written.outcomes
+
+    async def _made_if_tenants_global_list(self, session_id: str) -> None:
+        """A tenant's global list is made by its first write."""
+        if _is_tenants_global_list(session_id) and await self._store.get(session_id) is None:
+            now = self._clock()
+            await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
 
     def _on_external_change(self, change: Change) -> None:
         if change.kind is ChangeKind.RESET and not change.session_id:

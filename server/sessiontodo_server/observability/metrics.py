@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from sessiontodo_server.domain import errors
+from sessiontodo_server.domain.batch import BatchWritten, Operation
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget
 from sessiontodo_server.domain.mutations import Mutation
@@ -314,6 +315,21 @@ class InstrumentedStore:
                 origin=origin,
                 now=now,
                 limits=limits,
+            )
+
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> BatchWritten:
+        with self._timed("write_batch"):
+            return await self._store.write_batch(
+                operations, request_id=request_id, fingerprint=fingerprint, origin=origin, now=now, limits=limits
             )
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:

@@ -1,7 +1,7 @@
 """A real agent on sessiontodo-mcp: Qwen Code 0.24.4, run headless (``-p``) and offline on the stub model.
 
 Qwen Code launches ``sessiontodo-mcp`` over stdio from the ``mcpServers`` of its settings, as a user
-would configure it; the stub model (tests/opencode_real/stub_model.py) answers the prompt with a
+would configure it; the stub model (tests/peers/opencode_real/stub_model.py) answers the prompt with a
 call of the MCP tool as Qwen Code names it (``mcp__<server>__todo_write``). What is asserted is what
 lands in sessiontodo.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +18,12 @@ import pytest
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer
 from tests.peers.mcp.mcp_support import MCP_COMMAND
+from tests.peers.opencode_real.real_agents import QWEN_ENTRY, installed, qwen_environment
 from tests.peers.opencode_real.stub_model import StubModel, todo_prompt
-from tests.support import ROOT, run_node
+from tests.support import run_node
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
-QWEN_CODE = ROOT / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
 SERVER_NAME = "sessiontodo"
 SESSION_ID = "qwen-plan"
 
@@ -41,9 +40,9 @@ def stub_model() -> Iterator[StubModel]:
         yield model
 
 
-def qwen_home(home: Path, sessiontodo_address: str) -> None:
-    """A private home whose settings give Qwen Code sessiontodo-mcp, and nothing that needs a network."""
-    settings = {
+def mcp_settings(sessiontodo_address: str) -> dict[str, object]:
+    """Qwen Code's settings that give it sessiontodo-mcp, and its own todo tool off (its default)."""
+    return {
         "mcpServers": {
             SERVER_NAME: {
                 "command": str(MCP_COMMAND),
@@ -53,44 +52,23 @@ def qwen_home(home: Path, sessiontodo_address: str) -> None:
                 "trust": True,
             }
         },
-        "security": {"auth": {"selectedType": "openai"}},
         "tools": {"approvalMode": "yolo"},
-        "telemetry": {"enabled": False},
-        "privacy": {"usageStatisticsEnabled": False},
-        "general": {"enableAutoUpdate": False},
-        "model": {"skipNextSpeakerCheck": True, "skipLoopDetection": True, "skipStartupContext": True},
     }
-    (home / ".qwen").mkdir(parents=True)
-    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
 
 
-async def run_qwen_code(home: Path, model: StubModel, prompt: str) -> None:
+async def run_qwen_code(root: Path, model: StubModel, sessiontodo_address: str, prompt: str) -> None:
     """``qwen -p prompt``, offline, until it exits; fails the test if it failed."""
-    assert QWEN_CODE.is_file(), "run `npm ci` (make test does)"
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("QWEN_", "OPENAI_"))}
-    env |= {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "OPENAI_BASE_URL": model.base_url,
-        "OPENAI_API_KEY": "stub-key",
-        "OPENAI_MODEL": "stub-model",
-        "QWEN_TELEMETRY_ENABLED": "false",
-        "QWEN_CODE_DISABLE_PRECONNECT": "1",
-        "NO_BROWSER": "1",
-    }
-    args = [str(QWEN_CODE), "-p", prompt, "--auth-type", "openai", "--approval-mode", "yolo", "--model", "stub-model"]
-    status, output = await run_node(args, env=env, cwd=home, timeout=240.0, stdin=asyncio.subprocess.DEVNULL)
+    env = qwen_environment(root, model, mcp_settings(sessiontodo_address))
+    args = [installed(QWEN_ENTRY), "-p", prompt, "--auth-type", "openai", "--approval-mode", "yolo"]
+    args += ["--model", "stub-model"]
+    status, output = await run_node(args, env=env, cwd=root, timeout=240.0, stdin=asyncio.subprocess.DEVNULL)
     assert status == 0, output
 
 
 @pytest.fixture
 async def qwen_planned(server: RunningServer, stub_model: StubModel, tmp_path: Path) -> None:
     """Qwen Code, given sessiontodo-mcp, was asked to plan ``PLAN`` and has exited."""
-    qwen_home(tmp_path, server.address)
-    await run_qwen_code(tmp_path, stub_model, todo_prompt(PLAN))
+    await run_qwen_code(tmp_path, stub_model, server.address, todo_prompt(PLAN))
 
 
 @pytest.mark.usefixtures("qwen_planned")

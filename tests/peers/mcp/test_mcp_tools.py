@@ -37,7 +37,9 @@ def test_a_negative_expected_revision_is_invalid() -> None:
 
 
 def test_sessiontodos_field_violations_are_the_reason_of_an_invalid_error() -> None:
-    error = InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, "bad", [("todos[0].content", "must not be empty")])
+    error = InvalidArgument(
+        grpc.StatusCode.INVALID_ARGUMENT, "bad", violations=[("todos[0].content", "must not be empty")]
+    )
     assert failure_text(error) == "invalid: todos[0].content: must not be empty"
 
 

@@ -203,8 +203,11 @@ class OpenCodeServer:
             assert response.status_code == 204, (response.status_code, response.text)
 
             async def done() -> bool:
-                written = (await http.get(f"/session/{session_id}/todo")).json() == list(todos)
-                return written and session_id not in (await http.get("/session/status")).json()
+                try:  # a freshly restarted OpenCode on a loaded machine can drop a connection: ask again
+                    written = (await http.get(f"/session/{session_id}/todo")).json() == list(todos)
+                    return written and session_id not in (await http.get("/session/status")).json()
+                except httpx.TransportError:
+                    return False
 
             await eventually(done, timeout=60.0, interval=0.1)
 

@@ -78,6 +78,7 @@ async def mirror(opencode: OpenCodeServer, server: RunningServer, tmp_path: Path
     await process.stop()
 
 
+@pytest.mark.timeout(300)
 async def test_the_mirror_copies_every_sessions_lists_and_lifecycle_across_an_opencode_restart(
     opencode: OpenCodeServer, server: RunningServer, mirror: MirrorProcess
 ) -> None:
