@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from sessiontodo_etcd.etcdserverpb.rpc_pb2 import PutRequest, RangeRequest, WatchCreateRequest, WatchRequest
 
 from processes import ServerProcess, free_port, pinned
 from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc
+from sessiontodo_etcd.etcdserverpb.rpc_pb2 import PutRequest, RangeRequest, WatchCreateRequest, WatchRequest
 
 __all__ = ["PutRequest", "RangeRequest"]
 

@@ -155,9 +155,9 @@ QUICK = Sizes(
     opencode_samples=20,
     web_sessions=50,
     web_todos=20,
-    web_pages=3,
-    web_samples=10,
-    web_renders=2,
+    web_pages=2,
+    web_samples=5,
+    web_renders=1,
     etcd_store_writers=8,
 )
 

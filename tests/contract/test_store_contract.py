@@ -674,15 +674,15 @@ async def test_a_batch_creating_past_the_session_limit_is_refused(batching: Todo
     assert await batching.session_count() == 0
 
 
-async def test_a_remembered_batch_request_id_returns_the_first_outcomes_and_writes_nothing(store: TodoStore) -> None:
-    first = await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
-    cursor = (await store.snapshot())[0]
+async def test_a_remembered_batch_request_id_returns_the_first_outcomes_and_writes_nothing(batching: TodoStore) -> None:
+    first = await _batch(batching, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+    cursor = (await batching.snapshot())[0]
 
-    again = await _batch(store, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
+    again = await _batch(batching, Create("b", SessionInfo()), request_id="\nr1", fingerprint="f")
 
     assert again.outcomes == first.outcomes
     assert again.changes == ()
-    assert (await store.snapshot())[0] == cursor
+    assert (await batching.snapshot())[0] == cursor
 
 
 async def test_a_batch_request_id_reused_for_another_batch_is_refused(batching: TodoStore) -> None:

@@ -14,7 +14,9 @@ in one atomic script. (Scaling out is by replicas; one Redis shard serves them a
 - per session ID: ``P{st}:s:ID`` (hash: revision, parent, labels, times, idle TTL, list bytes),
   ``:t:ID`` (list: the encoded todos in order), ``:i:ID`` (hash: todo id -> encoded todo),
   ``:h:ID`` (list: the last ``history_limit`` changes), ``:q:ID``/``:qr:ID``/``:qt:ID`` (AddTodo
-  request ids: their results, revisions and times).
+  request ids: their results, revisions and times);
+- per batch request id R (its tenant, a newline, the id): ``P{st}:b:R`` (string: the batch's
+  fingerprint and outcomes, expiring after an hour).
 
 ``P`` is the prefix (``sessiontodo:`` unless the URL says ``?prefix=``).
 """
