@@ -360,7 +360,7 @@ class PlanSync:
         if session is None or session.unmirrored:
             return
         try:
-            await self._ensure_session(session_id)
+            created_at = await self._ensure_session(session_id)
         except InvalidArgument as error:
             session.unmirrored = True
             log.error("session %s cannot be kept in sessiontodo (%s); forwarding only", session_id, error)
@@ -373,30 +373,31 @@ class PlanSync:
         if reopened and current.revision > 0 and not self._publisher.watching(session_id):
             session.catching_up_to, session.last_list_origin, session.history_lost = current.revision, None, False
             self._watch(session_id, 0)
-        else:
-            self._watch(session_id, current.revision)
+        else:  # a session created just now: what others wrote since its creation is news to the editor
+            self._watch(session_id, current.revision if created_at is None else created_at)
 
-    async def _ensure_session(self, session_id: str) -> None:
+    async def _ensure_session(self, session_id: str) -> int | None:
         """Get or create the session, with the proxy's idle TTL (so that abandoned sessions expire); a plan's
-        session as a child of its ACP session, labelled with the plan id."""
+        session as a child of its ACP session, labelled with the plan id. Returns the revision of a session
+        created now, None if it existed."""
         known = self._sessions.get(session_id)
         if known is not None and known.plan is not None:
             parent_id, plan_id = known.plan
             labels = {PLAN_ID_LABEL: plan_id}
             try:
-                await self._create(session_id, parent_id, labels)
+                return await self._create(session_id, parent_id, labels)
             except NotFound:  # the ACP session's own registration has not run (or it expired)
                 await self._ensure_session(parent_id)
-                await self._create(session_id, parent_id, labels)
-            return
-        await self._create(session_id)
+                return await self._create(session_id, parent_id, labels)
+        return await self._create(session_id)
 
-    async def _create(self, session_id: str, parent_id: str = "", labels: dict[str, str] | None = None) -> None:
+    async def _create(self, session_id: str, parent_id: str = "", labels: dict[str, str] | None = None) -> int | None:
         session, created = await self._todos.create_session(
             session_id, parent_id, labels=labels, idle_ttl=self._idle_ttl, origin=self.origin
         )
         if not created and session.idle_ttl != self._idle_ttl and self._idle_ttl is not None:
             await self._todos.update_session(session_id, idle_ttl=self._idle_ttl, origin=self.origin)
+        return session.revision if created else None
 
     async def _store(self, session_id: str, todos: list[Todo]) -> None:
         session = self._sessions.get(session_id)

@@ -252,6 +252,19 @@ class TodoClient:
         response = await self._call(self._stub.AddTodo, request)
         return added_todo_from_pb(response)
 
+    async def batch_write(
+        self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
+    ) -> list[WriteResult]:
+        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
+        call instead of one per write. A failing write fails the batch with its error, naming it
+        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
+        given), so a retry returns the first call's results and never writes twice."""
+        request = pb.BatchWriteRequest(
+            writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
+        )
+        response = await self._call(self._stub.BatchWrite, request)
+        return [write_result_from_pb(result) for result in response.results]
+
     async def update_todo(
         self,
         session_id: str,
@@ -290,19 +303,6 @@ class TodoClient:
             retry=False,  # a repeat of a removal that happened would be NOT_FOUND
         )
         return int(response.revision)
-
-    async def batch_write(
-        self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
-    ) -> list[WriteResult]:
-        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
-        call instead of one per write. A failing write fails the batch with its error, naming it
-        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
-        given), so a retry returns the first call's results and never writes twice."""
-        request = pb.BatchWriteRequest(
-            writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
-        )
-        response = await self._call(self._stub.BatchWrite, request)
-        return [write_result_from_pb(result) for result in response.results]
 
     async def watch(
         self,

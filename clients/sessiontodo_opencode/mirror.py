@@ -9,8 +9,7 @@ CreateSession / UpdateSession (labels ``title``, ``directory``, ``project``, ``s
 Events missed while disconnected (an OpenCode restart, a network cut) are recovered by a
 resync after every (re)connect, before any later event is applied: the sessions OpenCode
 lists and the ones mirrored before are read again (``GET /session/{id}`` and
-``/session/{id}/todo``); gone ones are removed; the lists that changed are written together, in
-BatchWrites of up to ``BATCH`` lists. So an OpenCode restart loses nothing. OpenCode's
+``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing. OpenCode's
 ``todo.updated`` cannot be replayed, and a connection it accepts while starting up may never be
 answered: a (re)connection that does not deliver ``server.connected`` within
 ``connected_deadline`` is given up and made again, so the resync comes within seconds.
@@ -39,7 +38,6 @@ from sessiontodo_client import (
     FailedPrecondition,
     FeedEvent,
     NotFound,
-    ReplaceTodosWrite,
     RetryPolicy,
     ServiceError,
     TodoClient,
@@ -64,13 +62,26 @@ FEED_WAIT = 10.0
 """Seconds a resync waits for sessiontodo's feed to say what it holds; past that, lists are written anyway."""
 MAX_TITLE = 1024
 """Characters of a title kept in its label (far below the service's label limit)."""
-BATCH = 500
-"""Lists written per BatchWrite during a resync."""
 
 _TODOS = TypeAdapter(list[Todo])
 _SESSIONS = TypeAdapter(list[Session])
 
 TodoKey = tuple[tuple[str, str, str], ...]
+
+_GONE = frozenset({ChangeKind.SESSION_REMOVED, ChangeKind.SESSION_LEFT_VIEW})
+"""Feed messages after which the session is no longer among the imported ones (left: its label changed)."""
+_WITH_THE_LIST = frozenset(
+    {
+        ChangeKind.SNAPSHOT,
+        ChangeKind.SESSION_CREATED,
+        ChangeKind.SESSION_UPDATED,
+        ChangeKind.TODOS_REPLACED,
+        ChangeKind.TODO_ADDED,
+        ChangeKind.TODO_UPDATED,
+        ChangeKind.TODO_REMOVED,
+    }
+)
+"""Feed messages that carry the session's full list."""
 
 
 def _key(todos: Iterable[Todo]) -> TodoKey:
@@ -171,9 +182,9 @@ class OpenCodeImporter:
             self._held = {}
         elif event.kind is ChangeKind.PROGRESS:
             self._feed_loaded.set()
-        elif event.kind is ChangeKind.SESSION_REMOVED:
+        elif event.kind in _GONE:
             self._held.pop(event.session_id, None)
-        else:
+        elif event.kind in _WITH_THE_LIST:
             self._hold(event.session_id, todos_from_service(event.todos), event.revision)
 
     def _hold(self, session_id: str, todos: Iterable[Todo], revision: int) -> None:
@@ -289,40 +300,14 @@ class OpenCodeImporter:
             response = await self._http.get("/session", params=_directory(directory))
             response.raise_for_status()
             listed |= {session.id: session for session in _SESSIONS.validate_json(response.content)}
-        lists: dict[str, list[Todo]] = {}
         for unlisted in _missing(mirrored, listed):  # first: removals usually came before newer sessions
             async with self._skipping_refusals(f"session {unlisted.session_id}"):
-                await self._reread(unlisted, lists)
+                await self._reread(unlisted)
         for session in _parents_first(listed.values()):
             async with self._skipping_refusals(f"session {session.id}"):
                 await self._mirror_session(session)
-                await self._reread_todos(session.id, session.directory, lists)
-        await self._write_lists(lists)
+                await self._reread_todos(session.id, session.directory)
         log.info("resynced %d OpenCode sessions from %s", len(listed), self._server)
-
-    async def _write_lists(self, lists: Mapping[str, list[Todo]]) -> None:
-        """The lists sessiontodo does not hold, a BatchWrite at a time; a batch sessiontodo refuses
-        (a session removed meanwhile, a list over its limits) is written list by list, skipping the refused."""
-        held = self._held
-        changed = [(sid, todos) for sid, todos in lists.items() if sid not in held or held[sid].key != _key(todos)]
-        for start in range(0, len(changed), BATCH):
-            chunk = changed[start : start + BATCH]
-            writes = [
-                ReplaceTodosWrite(session_id=session_id, todos=[todo_to_service(todo) for todo in todos])
-                for session_id, todos in chunk
-            ]
-            try:
-                results = await self._client.batch_write(writes, origin=ORIGIN)
-            except Unavailable:
-                raise
-            except ServiceError as error:
-                log.info("a resync batch was refused (%s); writing its lists one by one", error)
-                for session_id, todos in chunk:
-                    async with self._skipping_refusals(f"the list of {session_id}"):
-                        await self._write(session_id, todos)
-                continue
-            for (session_id, todos), result in zip(chunk, results, strict=True):
-                self._hold(session_id, todos, result.revision)
 
     async def _directories(self) -> set[str]:
         """The directories OpenCode knows: its own and every project's worktree."""
@@ -335,8 +320,8 @@ class OpenCodeImporter:
             found |= {project.get("worktree", "") for project in projects.json()}
         return found
 
-    async def _reread_todos(self, session_id: str, directory: str, lists: dict[str, list[Todo]]) -> bool:
-        """Read the session's current list into ``lists``; False if OpenCode no longer has the session."""
+    async def _reread_todos(self, session_id: str, directory: str) -> bool:
+        """Copy the session's current list; False if OpenCode no longer has the session."""
         response = await self._http.get(f"/session/{session_id}/todo", params=_directory(directory))
         if response.status_code == 404:
             return False
@@ -345,10 +330,10 @@ class OpenCodeImporter:
             todos = _TODOS.validate_json(response.content)
         except ValidationError as error:
             raise ValueError(f"OpenCode's list of {session_id} is not a todo list: {error}") from error
-        lists[session_id] = todos
+        await self._write(session_id, todos)
         return True
 
-    async def _reread(self, session: ServiceSession, lists: dict[str, list[Todo]]) -> None:
+    async def _reread(self, session: ServiceSession) -> None:
         """A session mirrored before but not listed now: removed upstream, or of an unlisted directory."""
         directory = session.labels.get(DIRECTORY, "")
         response = await self._http.get(f"/session/{session.session_id}", params=_directory(directory))
@@ -357,7 +342,7 @@ class OpenCodeImporter:
             return
         response.raise_for_status()
         await self._mirror_session(Session.model_validate_json(response.content))
-        await self._reread_todos(session.session_id, directory, lists)
+        await self._reread_todos(session.session_id, directory)
 
 
 async def _frames(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:

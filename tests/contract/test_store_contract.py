@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -45,16 +45,19 @@ HISTORY = 4
 FEED_HISTORY = 8
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        "sqlite-fsync",
-        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.peer, pytest.mark.process]),
-        pytest.param("etcd", marks=[pytest.mark.etcd, pytest.mark.peer, pytest.mark.process]),
-    ]
-)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
+ENGINES = [
+    "memory",
+    "sqlite",
+    "sqlite-fsync",
+    pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.peer, pytest.mark.process]),
+    pytest.param("etcd", marks=[pytest.mark.etcd, pytest.mark.peer, pytest.mark.process]),
+]
+BATCHING_ENGINES = ENGINES[:-1]
+"""The etcd store has no BatchWrite yet (docs/api.md says why): the batch tests leave it out."""
+
+
+@asynccontextmanager
+async def _opened(engine: str, tmp_path: Path) -> AsyncIterator[TodoStore]:
     with ExitStack() as servers:
         engines: dict[str, Callable[[], TodoStore]] = {
             "memory": lambda: MemoryStore(HISTORY, feed_history=FEED_HISTORY),
@@ -65,10 +68,22 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             ),
             "etcd": lambda: EtcdStore(servers.enter_context(EtcdCluster()).url(), HISTORY, FEED_HISTORY),
         }
-        store = engines[request.param]()
+        store = engines[engine]()
         await store.open()
         yield store
         await store.close()
+
+
+@pytest.fixture(params=ENGINES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
+    async with _opened(request.param, tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture(params=BATCHING_ENGINES)
+async def batching(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TodoStore]:
+    async with _opened(request.param, tmp_path) as opened:
+        yield opened
 
 
 def _todos(*contents: str) -> tuple[Todo, ...]:
@@ -559,14 +574,6 @@ async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> N
     assert again.change is not None
 
 
-@pytest.fixture
-def batching(store: TodoStore) -> TodoStore:
-    """The stores that apply batches: every one but etcd, whose BatchWrite is still to come."""
-    if isinstance(store, EtcdStore):
-        pytest.skip("the etcd store refuses batches as UNIMPLEMENTED for now (a Txn holds each key once)")
-    return store
-
-
 async def _batch(
     store: TodoStore, *operations: Operation, request_id: str = "", fingerprint: str = "", limits: Limits = LIMITS
 ) -> BatchWritten:
@@ -575,7 +582,9 @@ async def _batch(
     )
 
 
-async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(batching: TodoStore) -> None:
+async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(
+    batching: TodoStore,
+) -> None:
     written = await _batch(
         batching,
         Create("b", SessionInfo()),
@@ -591,7 +600,9 @@ async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_las
     assert [todo.content for todo in state.todos] == ["uno", "two"]
 
 
-async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive_cursors(batching: TodoStore) -> None:
+async def test_a_batch_makes_one_change_per_effective_operation_with_consecutive_cursors(
+    batching: TodoStore,
+) -> None:
     before = (await batching.snapshot())[0]
 
     written = await _batch(
@@ -697,13 +708,13 @@ async def test_a_batch_creating_past_a_tenants_session_limit_is_refused(batching
     assert await batching.get("globex/one") is None
 
 
-async def test_the_etcd_store_refuses_a_batch_and_writes_nothing(store: TodoStore) -> None:
-    if not isinstance(store, EtcdStore):
-        pytest.skip("only the etcd store refuses batches")
-    before = (await store.snapshot())[0]
-
-    with pytest.raises(Unsupported):
-        await _batch(store, Create("b", SessionInfo()))
-
-    assert await store.get("b") is None
-    assert (await store.snapshot())[0] == before
+@pytest.mark.etcd
+@pytest.mark.peer
+@pytest.mark.process
+async def test_the_etcd_store_refuses_a_batch_as_unsupported_and_writes_nothing(tmp_path: Path) -> None:
+    async with _opened("etcd", tmp_path) as etcd:
+        await _create(etcd, "a")
+        before = await etcd.snapshot()
+        with pytest.raises(Unsupported):
+            await _batch(etcd, Write("a", ReplaceTodos(_todos("x"))))
+        assert await etcd.snapshot() == before

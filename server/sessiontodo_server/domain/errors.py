@@ -85,7 +85,7 @@ class BatchRequestIdReused(TodoError):
 
 
 class Unsupported(TodoError):
-    """The store cannot do what was asked (a call it does not implement yet); nothing was changed."""
+    """The store behind this server cannot do what the call asks (BatchWrite on etcd, for now)."""
 
 
 class Unavailable(TodoError):

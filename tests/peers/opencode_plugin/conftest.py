@@ -1,14 +1,13 @@
-"""Fixtures: the OpenCode plugin installed as a user installs it, the stub model, a home for OpenCode."""
+"""Fixtures: the OpenCode plugin installed as a user installs it, and the real OpenCode's stub model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.peers.npm_packages import CLIENT, OPENCODE_PLUGIN, fresh_project, pack
-from tests.peers.opencode_real.stub_model import StubModel
+from tests.peers.opencode_real.conftest import stub_model as stub_model
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +18,3 @@ def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tmp_path_factory.mktemp("plugins") / "plugins", pack(CLIENT, packed), pack(OPENCODE_PLUGIN, packed)
     )
     return project / "node_modules" / "@sessiontodo" / "opencode-plugin"
-
-
-@pytest.fixture
-def stub_model() -> Iterator[StubModel]:
-    with StubModel() as model:
-        yield model

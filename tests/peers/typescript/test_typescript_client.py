@@ -33,6 +33,7 @@ async def test_the_client_passes_its_suite_against_a_running_server(start: Calla
     run.assert_all_passed(at_least=40)
 
 
+@pytest.mark.slow
 async def test_the_client_retries_and_resumes_across_server_restarts_and_crashes(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "sessiontodo_server", "--host", "127.0.0.1", "--shutdown-grace", "1"]
     store = f"sqlite:///{tmp_path / 'todos.db'}"

@@ -484,6 +484,20 @@ class EtcdStore:
 
     # Writes and history
 
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> BatchWritten:
+        """Not yet: one etcd Txn gives all its puts one revision, and the feed promises one cursor per
+        write, so a batch needs a cursor of its own per write first (docs/api.md)."""
+        raise Unsupported("BatchWrite is not available on the etcd store yet; send the writes one by one")
+
     async def write(
         self,
         session_id: str,
@@ -617,20 +631,6 @@ class EtcdStore:
                 if len(old) == SESSIONS_PER_TXN * 4:
                     break
         return old
-
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
-        """Not yet: one Txn holds one revision and each key once, so a batch needs its changes of one
-        session stored apart before etcd can apply it whole (``TodoStore.write_batch``)."""
-        raise Unsupported("BatchWrite is not supported by the etcd store yet; send the writes one by one")
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         async with self._calls():
