@@ -34,9 +34,9 @@ from replicas import _redis, _replica
 from report import Row
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
-from sessiontodo_server.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.redis import RedisStore
-from sessiontodo_server.todos import Change, Limits, SessionInfo, Todo
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_CPU_RATIO = 2.0

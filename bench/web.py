@@ -30,8 +30,8 @@ from report import Row, percentile
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 
-sys.path.append(str(ROOT / "tests" / "peers" / "web"))  # the browser remote of the web board's tests
-from browser_remote import CHROMIUM, Browser, Page
+sys.path.append(str(ROOT))  # the browser remote of the web board's tests
+from tests.peers.web.browser_remote import CHROMIUM, Browser, Page
 
 SEED_CONCURRENCY = 50
 APPLIED_TIMEOUT = 120.0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 import uvicorn
@@ -21,6 +21,8 @@ from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.guard import HttpGuard
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
+
+log = logging.getLogger("sessiontodo_opencode")
 
 
 class ListenError(Exception):
@@ -62,17 +64,16 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
     if refusal := settings.refusal():
         raise StartupError(refusal)
-    probe_port(settings.host, settings.port)
+    host = settings.host.strip("[]")  # an IPv6 address, bracketed or not
+    probe_port(host, settings.port)
     bridge = TodoBridge(
         client,
         directory=settings.directory,
         project=settings.project,
-        version=f"sessiontodo-{version('sessiontodo')}",
         subscriber_buffer=settings.subscriber_buffer,
         catch_up_window=settings.catch_up_window,
         ready_timeout=settings.ready_timeout,
     )
-    await bridge.start()
     metrics = SidecarMetrics() if settings.metrics else None
     app = HttpGuard(
         create_app(
@@ -88,9 +89,25 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     )
     try:
         server, serving, port = await start_uvicorn(
-            app, host=settings.host, port=settings.port, shutdown_grace=settings.shutdown_grace
+            app, host=host, port=settings.port, shutdown_grace=settings.shutdown_grace
         )
     except BaseException:
+        await bridge.aclose()
+        raise
+    # Said at once: with sessiontodo down, reading its sessions waits for the whole ready timeout.
+    log.info(
+        "listening on http://%s:%d; reading the sessions of sessiontodo at %s (waiting at most %gs; "
+        "requests are answered 503 while it does not answer)",
+        settings.host,
+        port,
+        settings.sessiontodo_address,
+        settings.ready_timeout,
+    )
+    try:
+        await bridge.start()
+    except BaseException:
+        server.should_exit = True
+        await serving
         await bridge.aclose()
         raise
     return RunningSidecar(server, serving, bridge, settings.host, port)
@@ -104,7 +121,7 @@ def probe_port(host: str, port: int) -> None:
     if not port:
         return
     try:
-        with socket.create_server((host, port)):
+        with socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
             pass
     except OSError as error:
         reason = os.strerror(error.errno) if error.errno else str(error)

@@ -46,7 +46,9 @@ class Editor:
     async def add(self, session_id: str, body: AddTodoBody) -> SessionDetail:
         todo = Todo(content=body.content, status=body.status, priority=body.priority)
         try:
-            added = await self._client.add_todo(session_id, todo, body.index, body.expected_revision, origin=ORIGIN)
+            added = await self._client.add_todo(
+                session_id, todo, index=body.index, expected_revision=body.expected_revision, origin=ORIGIN
+            )
         except Aborted as error:
             raise await self._conflict(session_id, _actual_revision(error)) from None
         return await self._answer(session_id, added.revision)

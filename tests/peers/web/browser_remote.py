@@ -64,7 +64,8 @@ class Browser:
         return answer["value"]
 
     def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
         with self._lock:
             request_id = next(self._ids)
             self._process.stdin.write(json.dumps({"id": request_id, **request}).encode() + b"\n")

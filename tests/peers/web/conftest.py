@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from browser_remote import Browser, Page
-from web_support import LaunchWeb, sign_in, signed_in_http
 
 from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb, Settings, start_web
+from tests.peers.web.browser_remote import Browser, Page
+from tests.peers.web.web_support import LaunchWeb, sign_in, signed_in_http
+from tests.support.markers import mark_folder
 
 FEED_TIMEOUT = 1.0
 """The test boards' silence before "sessiontodo is unreachable"; their servers send PROGRESS every 0.2 s."""
@@ -99,3 +101,8 @@ async def page(new_page: Callable[..., Awaitable[Page]], web: RunningWeb, viewer
     page = await new_page()
     await sign_in(page, web.url, viewer_token)
     return page
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The board's tests drive chromium through Node, or start the board as a process."""
+    mark_folder(items, Path(__file__).parent, pytest.mark.process)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import pytest
-from browser_remote import Page
-from web_support import select_session, session_row, sign_in, todo_row
 
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_web import RunningWeb
+from tests.peers.web.browser_remote import Page
+from tests.peers.web.web_support import select_session, session_row, sign_in, todo_row
 
 NewPage = Callable[..., Awaitable[Page]]
 SERIOUS = {"serious", "critical"}

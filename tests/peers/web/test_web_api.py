@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
-from web_support import LaunchWeb, signed_in_http
 
-from certificates import auth_toml
 from sessiontodo_client import ChannelSecurity, Todo, TodoClient, TodoStatus
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb
+from tests.peers.web.web_support import LaunchWeb, signed_in_http
+from tests.support.certificates import auth_toml
 
 
 async def test_an_edit_answers_with_the_list_after_it_as_the_board_holds_it(

@@ -54,7 +54,8 @@ def test_a_sign_ins_own_csrf_token_is_accepted() -> None:
 def test_another_sign_ins_csrf_token_is_refused() -> None:
     board = viewers()
     first, second = board.read(board.issue()), board.read(board.issue())
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
 
     assert not board.accepts_csrf(second, board.csrf_token(first))
 

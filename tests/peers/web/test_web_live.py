@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from browser_remote import Page
-from web_support import WAIT, select_session, session_row, todo_row
-
 from sessiontodo_client import ChangeKind, Todo, TodoClient, TodoPriority, TodoStatus
+from tests.peers.web.browser_remote import Page
+from tests.peers.web.web_support import WAIT, select_session, session_row, todo_row
 
 
 async def test_a_grpc_write_appears_in_the_page_without_a_reload(page: Page, client: TodoClient) -> None:

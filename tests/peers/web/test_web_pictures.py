@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import pytest
-from browser_remote import Page
-from web_support import session_row, sign_in, todo_row
 
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_web import RunningWeb
-from support import ROOT
+from tests.peers.web.browser_remote import Page
+from tests.peers.web.web_support import session_row, sign_in, todo_row
+from tests.support import ROOT
 
 IMAGES = ROOT / "docs" / "images"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from browser_remote import Page
-from web_support import WAIT, WebProcess, select_session, session_row, sign_in, todo_row
 
 from sessiontodo_client import Todo, TodoClient
-from support import ServerProcess
+from tests.peers.web.browser_remote import Page
+from tests.peers.web.web_support import WAIT, WebProcess, select_session, session_row, sign_in, todo_row
+from tests.support import ServerProcess
 
 NewPage = Callable[..., Awaitable[Page]]
 QUICK_FEED = ("--feed-timeout", "1", "--heartbeat-interval", "0.5")

@@ -14,16 +14,16 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_remote import Page
 from pydantic import SecretStr
-from web_support import WAIT, LaunchWeb, select_session, session_row, signed_in_http, todo_row
 
-from certificates import CertificateAuthority, auth_toml
 from sessiontodo_client import ChannelSecurity, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb, Settings
 from sessiontodo_web.app import CONTENT_SECURITY_POLICY
-from support import ROOT
+from tests.peers.web.browser_remote import Page
+from tests.peers.web.web_support import WAIT, LaunchWeb, select_session, session_row, signed_in_http, todo_row
+from tests.support import ROOT
+from tests.support.certificates import CertificateAuthority, auth_toml
 
 NewPage = Callable[..., Awaitable[Page]]
 
@@ -266,7 +266,8 @@ def settings(**values: Any) -> Settings:
 def test_a_board_on_a_public_address_over_plain_http_refuses_to_start() -> None:
     refusal = settings(host="0.0.0.0").refusal()
 
-    assert refusal is not None and "over plain HTTP" in refusal
+    assert refusal is not None
+    assert "over plain HTTP" in refusal
 
 
 @pytest.mark.parametrize("overrides", [{"host": "127.0.0.1"}, {"host": "::1"}, {"host": "0.0.0.0", "insecure": True}])

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import httpx
-from web_support import WAIT, LaunchWeb, open_feed, signed_in_http
 
 from sessiontodo_client import ChangeKind, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb
-from support import eventually
+from tests.peers.web.web_support import WAIT, LaunchWeb, open_feed, signed_in_http
+from tests.support import eventually
 
 
 async def test_a_new_stream_starts_with_the_whole_board_at_its_cursor(

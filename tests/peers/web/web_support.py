@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from browser_remote import Page
 
 from sessiontodo_web import RunningWeb
-from support import ROOT, free_port
+from tests.peers.web.browser_remote import Page
+from tests.support import ROOT, free_port
 
 WAIT = 10.0
 """Seconds anything the tests wait for may take."""

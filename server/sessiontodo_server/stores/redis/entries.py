@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sessiontodo_server.stores.base import AddResult, SessionState
+from sessiontodo_server.domain.store import AddResult, SessionState
+from sessiontodo_server.domain.todos import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
 from sessiontodo_server.stores.codec import todo_from_fields
-from sessiontodo_server.todos import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
 
 _KINDS = {kind.value: kind for kind in ChangeKind}
 

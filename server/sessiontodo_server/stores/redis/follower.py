@@ -23,8 +23,8 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from sessiontodo_server.domain.todos import Change, ChangeKind
 from sessiontodo_server.stores.redis.entries import decode_entry, entry_cursor
-from sessiontodo_server.todos import Change, ChangeKind
 
 log = logging.getLogger(__name__)
 

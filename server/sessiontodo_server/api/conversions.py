@@ -1,0 +1,230 @@
+"""Protobuf <-> domain, at the edge: every session id a caller sends is qualified with the caller's
+tenant, and every id sent back is stripped of it (see ``tenancy``), so a tenant only ever names,
+sees and counts its own sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from google.protobuf import duration_pb2
+
+from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain.batch import Outcome
+from sessiontodo_server.domain.errors import InvalidArgument, TodoError
+from sessiontodo_server.domain.store import SessionState
+from sessiontodo_server.domain.todos import (
+    NO_ENTRIES,
+    Change,
+    ChangeKind,
+    RemovalReason,
+    SessionFilter,
+    SessionInfo,
+    Todo,
+    TodoDraft,
+    TodoPriority,
+    TodoStatus,
+)
+
+_STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
+_PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
+_KIND_TO_PB = {kind: pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}") for kind in ChangeKind}
+_REASON_TO_PB = {reason: pb.RemovalReason.Value(f"REMOVAL_REASON_{reason.name}") for reason in RemovalReason}
+
+
+class _EnumNames(dict[int, str | None]):
+    """A protobuf enum number's domain name: None when unset, the number itself when unknown
+    (proto3 enums are open), for the domain to report. A dict, so the common lookup is C."""
+
+    def __missing__(self, number: int) -> str:
+        return str(number)
+
+
+def _names(numbers: Mapping[TodoStatus, int] | Mapping[TodoPriority, int]) -> _EnumNames:
+    names = _EnumNames({0: None})
+    names.update((number, member.value) for member, number in numbers.items())
+    return names
+
+
+STATUS_NAMES = _names(_STATUS_TO_PB)
+PRIORITY_NAMES = _names(_PRIORITY_TO_PB)
+
+
+def _todo_fields(todo: Todo) -> dict[str, Any]:
+    fields = {
+        "id": todo.id,
+        "content": todo.content,
+        "status": _STATUS_TO_PB[todo.status],
+        "priority": _PRIORITY_TO_PB[todo.priority],
+    }
+    if todo.metadata:
+        fields["metadata"] = todo.metadata
+    return fields
+
+
+def todo_to_pb(todo: Todo) -> pb.Todo:
+    return pb.Todo(**_todo_fields(todo))
+
+
+def add_todos(field: Any, todos: Iterable[Todo]) -> None:
+    """Build each todo in place in a repeated field: no intermediate message to copy in."""
+    add = field.add
+    for todo in todos:
+        add(**_todo_fields(todo))
+
+
+def draft_from_pb(todo: pb.Todo) -> TodoDraft:
+    return TodoDraft(
+        todo.id,
+        todo.content,
+        STATUS_NAMES[todo.status],
+        PRIORITY_NAMES[todo.priority],
+        dict(todo.metadata) if todo.metadata else NO_ENTRIES,  # copying an empty protobuf map costs 2.7 us
+    )
+
+
+def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[TodoDraft]:
+    """A list's todos, read once from protobuf (the domain then validates and builds them in one pass)."""
+    statuses, priorities = STATUS_NAMES, PRIORITY_NAMES
+    return [
+        TodoDraft(
+            todo.id,
+            todo.content,
+            statuses[todo.status],
+            priorities[todo.priority],
+            dict(todo.metadata) if todo.metadata else NO_ENTRIES,
+        )
+        for todo in todos
+    ]
+
+
+def fill_session(message: pb.Session, session_id: str, revision: int, todo_count: int, info: SessionInfo) -> None:
+    message.session_id = tenancy.local(session_id)
+    message.parent_id = tenancy.local(info.parent_id)
+    message.revision = revision
+    message.todo_count = todo_count
+    _set_time(message.created_at, info.created_at)
+    _set_time(message.updated_at, info.updated_at)
+    if info.labels:
+        message.labels.update(info.labels)
+    if info.idle_ttl:
+        message.idle_ttl.seconds = int(info.idle_ttl)
+        message.idle_ttl.nanos = round(info.idle_ttl % 1 * 1e9)
+
+
+def _set_time(timestamp: Any, seconds: float) -> None:
+    timestamp.seconds = int(seconds)
+    timestamp.nanos = min(round(seconds % 1 * 1e9), 999_999_999)
+
+
+def session_to_pb(state: SessionState) -> pb.Session:
+    message = pb.Session()
+    fill_session(message, state.session_id, state.revision, len(state.todos), state.info)
+    return message
+
+
+def seconds(duration: duration_pb2.Duration) -> float:
+    return duration.seconds + duration.nanos / 1e9
+
+
+def _encode(change: Change) -> bytes:
+    """A change as a WatchTodosResponse, which is also the start of its WatchChangesResponse."""
+    message = pb.WatchTodosResponse(
+        kind=_KIND_TO_PB[change.kind],
+        revision=change.revision,
+        todo_id=change.todo_id,
+        session_id=tenancy.local(change.session_id),
+        origin=change.origin,
+        removal_reason=_REASON_TO_PB[change.reason] if change.reason else pb.REMOVAL_REASON_UNSPECIFIED,
+    )
+    add_todos(message.todos, change.todos)
+    if change.info is not None:
+        fill_session(message.session, change.session_id, change.revision, len(change.todos), change.info)
+    return message.SerializeToString()
+
+
+class _SharedEncodings:
+    """One encoding per published change, shared by all its watchers and feeds, living exactly
+    as long as the change does (in a history, a feed or a watcher's buffer): nothing outlives
+    its watchers, and the memory budget counts it with the change (``budget.change_bytes``)."""
+
+    def __init__(self) -> None:
+        self._entries: weakref.WeakKeyDictionary[Change, bytes] = weakref.WeakKeyDictionary()
+
+    def __call__(self, change: Change) -> bytes:
+        encoded = self._entries.get(change)
+        if encoded is None:
+            encoded = self._entries[change] = _encode(change)
+        return encoded
+
+
+_encode_shared = _SharedEncodings()
+
+
+def encode_change(change: Change) -> bytes:
+    """Changes made for one watcher (cursor 0: snapshots, resets, progress) are not worth caching."""
+    return _encode_shared(change) if change.cursor else _encode(change)
+
+
+_CURSOR_FIELD = pb.WatchChangesResponse.DESCRIPTOR.fields_by_name["cursor"].number
+
+
+def encode_feed_message(change: Change, cursor: str) -> bytes:
+    """A WatchChangesResponse: the change's shared encoding with the cursor field appended
+    (fields 1 to 8 of both messages are the same, and protobuf messages concatenate)."""
+    if not cursor:
+        return encode_change(change)
+    return encode_change(change) + pb.WatchChangesResponse(cursor=cursor).SerializeToString()
+
+
+def optional(message: Any, field: str) -> Any:
+    return getattr(message, field) if message.HasField(field) else None
+
+
+def qualified(session_id: str, field: str = "session_id") -> str:
+    """The caller's id as stored: qualified with the current call's tenant."""
+    return tenancy.qualify(tenancy.current(), session_id, field)
+
+
+def filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
+    session_ids = frozenset(qualified(sid, f"filter.session_ids[{i}]") for i, sid in enumerate(message.session_ids))
+    parent_id = qualified(message.parent_id, "filter.parent_id")
+    return SessionFilter(session_ids, parent_id, dict(message.labels), tenancy.current())
+
+
+def add_results(field: Any, outcomes: Iterable[Outcome]) -> None:
+    """A batch's outcomes as WriteResults, built in place."""
+    add = field.add
+    for outcome in outcomes:
+        result = add(revision=outcome.revision, changed=outcome.changed, index=outcome.position)
+        if outcome.todo is not None:
+            result.todo.CopyFrom(todo_to_pb(outcome.todo))
+        if outcome.todo_ids:
+            result.todo_ids.extend(outcome.todo_ids)
+        if outcome.removed:
+            result.removed_session_ids.extend(map(tenancy.local, outcome.removed))
+
+
+def fingerprint(request: pb.BatchWriteRequest) -> str:
+    """What a batch asks for, request id aside: a retry is byte for byte the same batch."""
+    asked = pb.BatchWriteRequest()
+    asked.CopyFrom(request)
+    asked.request_id = ""
+    return hashlib.blake2b(asked.SerializeToString(deterministic=True), digest_size=16).hexdigest()
+
+
+def operation_name(request: pb.BatchWriteRequest, index: int) -> str:
+    """The name of the operation set in the batch's ``index``-th write (``add_todo``...)."""
+    return request.writes[index].WhichOneof("operation") or "operation"
+
+
+def in_write(error: TodoError, prefix: str) -> TodoError:
+    """A batch's error with its BadRequest field paths inside their write (``writes[3].add_todo.todo.content``)."""
+    if isinstance(error, InvalidArgument):
+        inside = InvalidArgument([(f"{prefix}{field}", why) for field, why in error.violations])
+        inside.write_index, inside.args = error.write_index, error.args
+        return inside
+    return error

@@ -1,0 +1,1 @@
+"""The domain: sessions, todos, revisions, watches and the store protocol. No gRPC here."""

@@ -1,0 +1,524 @@
+"""The todo list itself: values, limits and the pure operations that change a list.
+
+Nothing here knows about sessions' storage, watchers or gRPC: every operation takes a
+list (a tuple) and returns the new list plus a description of the change, or raises
+``InvalidArgument`` / ``TodoNotFound`` without touching anything.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import NamedTuple
+
+from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, TodoNotFound
+
+
+class TodoStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class TodoPriority(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class ChangeKind(StrEnum):
+    SNAPSHOT = "snapshot"
+    RESET = "reset"
+    TODOS_REPLACED = "todos_replaced"
+    TODO_ADDED = "todo_added"
+    TODO_UPDATED = "todo_updated"
+    TODO_REMOVED = "todo_removed"
+    SESSION_REMOVED = "session_removed"
+    PROGRESS = "progress"
+    SESSION_CREATED = "session_created"
+    SESSION_UPDATED = "session_updated"
+    SESSION_LEFT_VIEW = "session_left_view"
+    """Feeds with a labels filter only: the session's labels no longer match (never stored)."""
+
+
+class RemovalReason(StrEnum):
+    REMOVED = "removed"
+    EXPIRED = "expired"
+
+
+NO_ENTRIES: Mapping[str, str] = MappingProxyType({})
+"""The empty metadata / labels; mappings held by values are never mutated after creation."""
+
+
+def _no_entries() -> Mapping[str, str]:
+    return NO_ENTRIES
+
+
+# Todos are named tuples rather than frozen dataclasses: every write makes one per todo, and a
+# tuple is made in a fifth of the time (a frozen dataclass sets each field through a call).
+class Todo(NamedTuple):
+    id: str
+    content: str
+    status: TodoStatus = TodoStatus.PENDING
+    priority: TodoPriority = TodoPriority.MEDIUM
+    metadata: Mapping[str, str] = NO_ENTRIES
+
+
+class TodoDraft(NamedTuple):
+    """A todo as a caller wrote it, not yet validated: the id may be empty, status and
+    priority omitted (None) or outside their enums (any other string is reported)."""
+
+    id: str = ""
+    content: str = ""
+    status: str | None = None
+    priority: str | None = None
+    metadata: Mapping[str, str] = NO_ENTRIES
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """Everything about a session but its list. Times are Unix seconds; ``idle_ttl`` 0 never expires."""
+
+    parent_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=_no_entries)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    idle_ttl: float = 0.0
+
+    @property
+    def expires_at(self) -> float | None:
+        return self.updated_at + self.idle_ttl if self.idle_ttl else None
+
+
+def touched(info: SessionInfo, now: float) -> SessionInfo:
+    """``info`` as a write at ``now`` leaves it (a constructor call: ``dataclasses.replace`` costs 3x)."""
+    return SessionInfo(info.parent_id, info.labels, info.created_at, now, info.idle_ttl)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions a listing or a feed covers; every criterion given must match."""
+
+    session_ids: frozenset[str] = field(default_factory=frozenset)
+    parent_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=_no_entries)
+    tenant: str | None = None
+    """Only this tenant's sessions (``""``: the default tenant's); None: every tenant's."""
+
+    @property
+    def id_prefix(self) -> str:
+        """What every matching id starts with ("" when that narrows nothing)."""
+        return f"{self.tenant}{tenancy.SEPARATOR}" if self.tenant else ""
+
+    def matches(self, session_id: str, info: SessionInfo | None) -> bool:
+        if not self._matches_but_labels(session_id, info):
+            return False
+        if info is None:
+            return not self.labels
+        return self._labels_match(info)
+
+    def shows(self, change: Change) -> bool:
+        """Whether a feed with this filter sends ``change``: it matches, or it leaves the view."""
+        return self.matches(change.session_id, change.info) or self.leaves_view(change)
+
+    def leaves_view(self, change: Change) -> bool:
+        """Whether ``change`` takes its session out of this filter's view: its labels changed and
+        no longer match, all else matching. (Whether they matched before is not known here.)"""
+        return (
+            bool(self.labels)
+            and change.kind is ChangeKind.SESSION_UPDATED
+            and change.info is not None
+            and self._matches_but_labels(change.session_id, change.info)
+            and not self._labels_match(change.info)
+        )
+
+    def _matches_but_labels(self, session_id: str, info: SessionInfo | None) -> bool:
+        if self.session_ids and session_id not in self.session_ids:
+            return False
+        if self.tenant is not None and tenancy.tenant_of(session_id) != self.tenant:
+            return False
+        if info is None:
+            return not self.parent_id
+        return not self.parent_id or info.parent_id == self.parent_id
+
+    def _labels_match(self, info: SessionInfo) -> bool:
+        return all(info.labels.get(key) == value for key, value in self.labels.items())
+
+
+EVERY_SESSION = SessionFilter()
+
+
+# Identity equality on purpose: a change is an event, and watchers share one encoding
+# of it by identity, for as long as the change lives (see ``transport.encode_change``).
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
+class Change:
+    """One message of a session's change feed: the full list and the session's metadata after
+    the change. ``cursor`` is the change's position in the store's server-wide feed (0 for
+    messages made for one watcher: snapshots, resets, progress)."""
+
+    session_id: str
+    kind: ChangeKind
+    revision: int
+    todos: tuple[Todo, ...] = ()
+    todo_id: str = ""
+    info: SessionInfo | None = None
+    origin: str = ""
+    reason: RemovalReason | None = None
+    cursor: int = 0
+    state_size: int = -1
+    """Its list and labels as the memory budget counts them (``budget.state_bytes``), when the
+    store that made it measured them (-1: measured on first use)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Validation limits; the defaults keep a full list far below gRPC's 4 MiB message cap."""
+
+    max_session_id_length: int = 128
+    max_todo_id_length: int = 128
+    max_content_length: int = 4096
+    max_todos_per_session: int = 1000
+    max_list_bytes: int = 1 << 20
+    max_sessions: int = 100_000
+    max_watchers: int = 20_000
+    max_sessions_per_tenant: int = 0
+    """0: a tenant may use every session the server allows."""
+    max_watchers_per_tenant: int = 0
+    max_metadata_bytes: int = 16 * 1024
+    max_labels: int = 64
+    max_label_value_length: int = 4096
+    max_batch_size: int = 1000
+
+
+GLOBAL_SESSION_ID = "sessiontodo:global"
+"""RFC-0034's sessionless global list: always exists, never removed, valid whatever the id limits.
+Each tenant has its own (``acme/sessiontodo:global``), made on first use."""
+
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]+")
+_ID_PATTERN_TEXT = "letters, digits and . _ : -"
+_TENANT_PATTERN = re.compile(tenancy.TENANT_PATTERN)
+
+
+_ids = random.Random(os.urandom(16))
+"""Ids need to be unique, not secret: a seeded generator is far cheaper than os.urandom per id."""
+
+
+def new_id(prefix: str) -> str:
+    """A random id such as ``todo_3f9a…`` (64 random bits)."""
+    return f"{prefix}_{_ids.getrandbits(64):016x}"
+
+
+def is_global_list(session_id: str) -> bool:
+    """Whether ``session_id`` is the default tenant's global list or a tenant's own."""
+    return tenancy.local(session_id) == GLOBAL_SESSION_ID
+
+
+def session_id_violations(session_id: str, limits: Limits, field: str = "session_id") -> list[tuple[str, str]]:
+    """Empty ids, ids that are too long or use characters outside the documented set; the limits
+    apply to the id a caller chose, after the tenant prefix the transport adds."""
+    tenant, session_id = tenancy.tenant_of(session_id), tenancy.local(session_id)
+    if tenant and not _TENANT_PATTERN.fullmatch(tenant):
+        return [(field, f"may only contain {_ID_PATTERN_TEXT}")]
+    if not session_id:
+        return [(field, "is required")]
+    if session_id == GLOBAL_SESSION_ID:
+        return []
+    if len(session_id) > limits.max_session_id_length:
+        return [(field, f"must be at most {limits.max_session_id_length} characters")]
+    if not SESSION_ID_PATTERN.fullmatch(session_id):
+        return [(field, f"may only contain {_ID_PATTERN_TEXT}")]
+    return []
+
+
+def check_session_id(session_id: str, limits: Limits, field: str = "session_id") -> None:
+    if violations := session_id_violations(session_id, limits, field):
+        raise InvalidArgument(violations)
+
+
+LABEL_KEY_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,128}")
+METADATA_KEY_MAX_LENGTH = 128
+MAX_ORIGIN_LENGTH = 128
+
+MAX_IDLE_TTL = 315_576_000_000.0
+"""The longest idle TTL: protobuf Duration's range (10,000 years), so a session always reads back."""
+
+
+def idle_ttl_violations(idle_ttl: float | None, *, zero_allowed: bool) -> list[tuple[str, str]]:
+    """What is wrong with an idle TTL: below a second (zero: never expire, where allowed) or past
+    protobuf Duration's range."""
+    if idle_ttl is None or (zero_allowed and idle_ttl == 0):
+        return []
+    if idle_ttl < 1:
+        return [
+            (
+                "idle_ttl",
+                "must be zero (never expire) or at least one second" if zero_allowed else "must be at least one second",
+            )
+        ]
+    if idle_ttl > MAX_IDLE_TTL:
+        return [("idle_ttl", f"must be at most {int(MAX_IDLE_TTL)} seconds (protobuf Duration's range)")]
+    return []
+
+
+def label_violations(labels: Mapping[str, str], limits: Limits, field: str = "labels") -> list[tuple[str, str]]:
+    violations = []
+    if len(labels) > limits.max_labels:
+        violations.append((field, f"at most {limits.max_labels} labels"))
+    for key, value in labels.items():
+        if not LABEL_KEY_PATTERN.fullmatch(key):
+            violations.append((f"{field}[{key[:64]!r}]", "keys are 1 to 128 letters, digits and . _ / -"))
+        elif len(value) > limits.max_label_value_length:
+            violations.append((f"{field}[{key!r}]", f"must be at most {limits.max_label_value_length} characters"))
+    return violations
+
+
+def check_origin(origin: str) -> None:
+    if len(origin) > MAX_ORIGIN_LENGTH:
+        raise InvalidArgument([("origin", f"must be at most {MAX_ORIGIN_LENGTH} characters")])
+
+
+def check_key_changes(set_keys: Iterable[str], removed: Iterable[str], field: str) -> list[tuple[str, str]]:
+    """A key both set and removed in one update is ambiguous."""
+    both = sorted(set(set_keys) & set(removed))
+    return [(field, f"{key[:64]!r} is both set and removed") for key in both[:10]]
+
+
+def frozen(entries: Mapping[str, str]) -> Mapping[str, str]:
+    """Labels or metadata as held by values: read-only, the shared empty mapping when empty."""
+    return MappingProxyType(dict(entries)) if entries else NO_ENTRIES
+
+
+def with_changes(
+    entries: Mapping[str, str], set_entries: Mapping[str, str], removed: Iterable[str]
+) -> Mapping[str, str]:
+    updated = {**entries, **set_entries}
+    for key in removed:
+        updated.pop(key, None)
+    return frozen(updated)
+
+
+_STATUSES = {status.value: status for status in TodoStatus}
+_PRIORITIES = {priority.value: priority for priority in TodoPriority}
+
+
+def _enum_violations(status: str | None, priority: str | None, field: str) -> list[tuple[str, str]]:
+    violations = []
+    if status is not None and status not in _STATUSES:
+        violations.append((f"{field}status", f"{status!r} is not one of {', '.join(TodoStatus)}"))
+    if priority is not None and priority not in _PRIORITIES:
+        violations.append((f"{field}priority", f"{priority!r} is not one of {', '.join(TodoPriority)}"))
+    return violations
+
+
+def _draft_violations(draft: TodoDraft, prefix: str, limits: Limits) -> list[tuple[str, str]]:
+    violations = _enum_violations(draft.status, draft.priority, prefix)
+    if not draft.content.strip():
+        violations.append((f"{prefix}content", "must not be empty"))
+    elif len(draft.content) > limits.max_content_length:
+        violations.append((f"{prefix}content", f"must be at most {limits.max_content_length} characters"))
+    if len(draft.id) > limits.max_todo_id_length:
+        violations.append((f"{prefix}id", f"must be at most {limits.max_todo_id_length} characters"))
+    return violations + _metadata_violations(draft.metadata, f"{prefix}metadata", limits)
+
+
+def _metadata_violations(metadata: Mapping[str, str], field: str, limits: Limits) -> list[tuple[str, str]]:
+    if not metadata:  # the common case, once per todo on every write
+        return []
+    violations = [
+        (field, f"keys are 1 to {METADATA_KEY_MAX_LENGTH} characters")
+        for key in metadata
+        if not 0 < len(key) <= METADATA_KEY_MAX_LENGTH
+    ][:1]
+    if _entries_bytes(metadata) > limits.max_metadata_bytes:
+        violations.append((field, f"keys and values must total at most {limits.max_metadata_bytes} bytes"))
+    return violations
+
+
+def _entries_bytes(entries: Mapping[str, str]) -> int:
+    return sum(len(key.encode()) + len(value.encode()) for key, value in entries.items())
+
+
+def materialize(draft: TodoDraft, limits: Limits, prefix: str = "todo.") -> Todo:
+    """Validate one todo on its own (not against a list) and build it, generating a missing id."""
+    if violations := _draft_violations(draft, prefix, limits):
+        raise InvalidArgument(violations)
+    return _materialize(draft)
+
+
+def _materialize(draft: TodoDraft) -> Todo:
+    return Todo(
+        id=draft.id or new_id("todo"),
+        content=draft.content,
+        status=_STATUSES[draft.status] if draft.status else TodoStatus.PENDING,
+        priority=_PRIORITIES[draft.priority] if draft.priority else TodoPriority.MEDIUM,
+        metadata=frozen(draft.metadata),
+    )
+
+
+def todo_bytes(todo: Todo) -> int:
+    """What one todo counts towards ``max_list_bytes`` (UTF-8 bytes; ASCII text is counted without encoding it)."""
+    content = todo.content
+    text = len(content) if content.isascii() else len(content.encode())
+    return text + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+
+
+def _list_bytes(todos: tuple[Todo, ...]) -> int:
+    return sum(map(todo_bytes, todos))
+
+
+def _check_size(todos: tuple[Todo, ...], limits: Limits, field: str) -> None:
+    if _list_bytes(todos) > limits.max_list_bytes:
+        raise InvalidArgument([(field, f"the list must stay under {limits.max_list_bytes} bytes of text")])
+
+
+def replace_all(drafts: Sequence[TodoDraft], limits: Limits, prefix: str = "") -> tuple[Todo, ...]:
+    """Validate a whole new list; keep given ids (which must be unique), generate the rest.
+
+    One pass over the list checks, builds and counts it; only a list with a problem takes the
+    second pass that names every problem (``prefix`` starts their field paths)."""
+    if len(drafts) > limits.max_todos_per_session:
+        return _replace_all_checked(drafts, limits, prefix)
+    max_content, max_id = limits.max_content_length, limits.max_todo_id_length
+    todos: list[Todo] = []
+    seen: set[str] = set()
+    text = 0
+    for todo_id, content, status, priority, metadata in drafts:
+        if (
+            metadata
+            or not content
+            or len(content) > max_content
+            or content.isspace()
+            or (status is not None and status not in _STATUSES)
+            or (priority is not None and priority not in _PRIORITIES)
+            or len(todo_id) > max_id
+            or todo_id in seen
+        ):
+            break  # metadata has its own checks: the full pass
+        if todo_id:
+            seen.add(todo_id)
+        else:
+            todo_id = new_id("todo")
+        text += len(todo_id) + (len(content) if content.isascii() else len(content.encode()))
+        todos.append(
+            Todo(
+                todo_id,
+                content,
+                _STATUSES[status] if status else TodoStatus.PENDING,
+                _PRIORITIES[priority] if priority else TodoPriority.MEDIUM,
+            )
+        )
+    else:
+        if text > limits.max_list_bytes:
+            too_big = f"the list must stay under {limits.max_list_bytes} bytes of text"
+            raise InvalidArgument([(f"{prefix}todos", too_big)])
+        return tuple(todos)
+    return _replace_all_checked(drafts, limits, prefix)
+
+
+def _replace_all_checked(drafts: Sequence[TodoDraft], limits: Limits, prefix: str) -> tuple[Todo, ...]:
+    """``replace_all`` for a list with metadata or a problem: every problem is named."""
+    violations: list[tuple[str, str]] = []
+    if len(drafts) > limits.max_todos_per_session:
+        violations.append((f"{prefix}todos", f"at most {limits.max_todos_per_session} todos per session"))
+    seen: set[str] = set()
+    for index, draft in enumerate(drafts):
+        violations += _draft_violations(draft, f"{prefix}todos[{index}].", limits)
+        if draft.id:
+            if draft.id in seen:
+                violations.append((f"{prefix}todos[{index}].id", f"duplicate id {draft.id!r}"))
+            seen.add(draft.id)
+    if violations:
+        raise InvalidArgument(violations)
+    todos = tuple(_materialize(draft) for draft in drafts)
+    _check_size(todos, limits, f"{prefix}todos")
+    return todos
+
+
+def insert(
+    todos: tuple[Todo, ...], draft: TodoDraft, index: int | None, limits: Limits
+) -> tuple[tuple[Todo, ...], Todo, int]:
+    """Insert at ``index`` (negative: front; None or past the end: append)."""
+    violations = _draft_violations(draft, "todo.", limits)
+    if draft.id and any(t.id == draft.id for t in todos):
+        violations.append(("todo.id", f"duplicate id {draft.id!r}"))
+    if violations:
+        raise InvalidArgument(violations)
+    if len(todos) >= limits.max_todos_per_session:
+        raise LimitExceeded("todos per session", limits.max_todos_per_session)
+    todo = _materialize(draft)
+    position = len(todos) if index is None else min(max(index, 0), len(todos))
+    new = (*todos[:position], todo, *todos[position:])
+    if _list_bytes(new) > limits.max_list_bytes:  # the list is full, like the count limit above
+        raise LimitExceeded("list bytes", limits.max_list_bytes)
+    return new, todo, position
+
+
+def _position(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> int:
+    for position, todo in enumerate(todos):
+        if todo.id == todo_id:
+            return position
+    raise TodoNotFound(session_id, todo_id)
+
+
+def update(
+    todos: tuple[Todo, ...],
+    session_id: str,
+    todo_id: str,
+    content: str | None,
+    status: str | None,
+    priority: str | None,
+    limits: Limits,
+    set_metadata: Mapping[str, str] = NO_ENTRIES,
+    remove_metadata: Iterable[str] = (),
+) -> tuple[tuple[Todo, ...], Todo]:
+    """Change the given fields of one todo; returns the same tuple object when nothing changes."""
+    remove_metadata = tuple(remove_metadata)
+    check_update(content, status, priority, set_metadata, remove_metadata, limits)
+    position = _position(todos, session_id, todo_id)
+    old = todos[position]
+    metadata = with_changes(old.metadata, set_metadata, remove_metadata) if set_metadata or remove_metadata else None
+    if metadata is not None and _entries_bytes(metadata) > limits.max_metadata_bytes:
+        raise InvalidArgument([("metadata", f"keys and values must total at most {limits.max_metadata_bytes} bytes")])
+    new = Todo(
+        old.id,
+        old.content if content is None else content,
+        _STATUSES[status] if status else old.status,
+        _PRIORITIES[priority] if priority else old.priority,
+        old.metadata if metadata is None else metadata,
+    )
+    if new == old:
+        return todos, old
+    updated = (*todos[:position], new, *todos[position + 1 :])
+    if todo_bytes(new) > todo_bytes(old):  # else the list cannot have outgrown its limit
+        _check_size(updated, limits, "content")
+    return updated, new
+
+
+def check_update(
+    content: str | None,
+    status: str | None,
+    priority: str | None,
+    set_metadata: Mapping[str, str],
+    remove_metadata: Iterable[str],
+    limits: Limits,
+) -> None:
+    """What an update says on its own, checked before the todo it names is looked up."""
+    violations = _enum_violations(status, priority, "")
+    if content is not None:
+        violations += _draft_violations(TodoDraft(content=content), "", limits)
+    violations += _metadata_violations(set_metadata, "metadata", limits)
+    violations += check_key_changes(set_metadata, remove_metadata, "remove_metadata_keys")
+    if violations:
+        raise InvalidArgument(violations)
+
+
+def remove(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> tuple[Todo, ...]:
+    position = _position(todos, session_id, todo_id)
+    return (*todos[:position], *todos[position + 1 :])

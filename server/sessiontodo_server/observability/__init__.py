@@ -1,0 +1,1 @@
+"""Metrics, request logs and traces: what operators see."""
