@@ -332,7 +332,7 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
             server_cpus=cpus.server,
             log_dir=scratch,
         )
-        figures[13] = etcd_store_rows(etcd_store)
+        figures[14] = etcd_store_rows(etcd_store)
         plotted["etcd_store"] = etcd_store
     else:
         progress("figure 14 skipped: etcd or redis-server is not installed")
