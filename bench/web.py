@@ -150,7 +150,7 @@ async def _write_to_page_ms(
     for page in opened:
         await page.evaluate(WATCH_APPLIED)
     fed: dict[tuple[str, int], float] = {}
-    touched = ids[: min(samples, len(ids))]
+    touched = ids[:: max(1, len(ids) // samples)][:samples]  # spread over the tree: some rows on screen, most not
     feed = stub.WatchChanges(
         pb.WatchChangesRequest(include_snapshot=True, filter=pb.SessionFilter(session_ids=touched))
     )

@@ -7,7 +7,7 @@
 //   call {page, method, args}                    page[method](...args), a dotted method on a part of the page
 //                                                (e.g. goto, screenshot, keyboard.press)
 //   locator {page, selector, method, args}       page.locator(selector)[method](...args)  e.g. click, fill, waitFor
-//   evaluate {page, expression, arg?}            page.evaluate(new Function('arg', expression), arg)
+//   evaluate {page, expression, arg?}            an async function body run in the page, given arg
 //   cookies {page} / addCookies {page, cookies}  the page's context cookies
 //   axe {page}                                   axe-core's violations on the page as it is
 //   problems {page}                              page errors, console errors and CSP reports seen so far
@@ -36,6 +36,7 @@ const browser = await chromium.launch({
 });
 
 const pages = new Map();
+const AsyncFunction = (async () => {}).constructor;
 
 async function newPage({ page: name, colorScheme = 'light', viewport = { width: 1280, height: 800 } }) {
   const context = await browser.newContext({ colorScheme, viewport, reducedMotion: 'reduce' });
@@ -67,8 +68,7 @@ const operations = {
     return plain(await entry(page).page.locator(selector)[method](...args));
   },
   async evaluate({ page, expression, arg = null }) {
-    // eslint-disable-next-line no-new-func
-    return entry(page).page.evaluate(new Function('arg', expression), arg);
+    return entry(page).page.evaluate(new AsyncFunction('arg', expression), arg);
   },
   async cookies({ page }) {
     return entry(page).context.cookies();

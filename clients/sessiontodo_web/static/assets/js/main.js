@@ -82,9 +82,8 @@ const stream = new BoardStream({
     }
   },
   onChange(event) {
-    tree.upsert(event.session);
+    if (tree.upsert(event.session)) refreshLabelFilter();
     detail.onChange(event);
-    refreshLabelFilter();
   },
   onRemoved(event) {
     tree.remove(event.session_id);

@@ -47,21 +47,24 @@ export class SessionTree {
     this.applyFilter();
   }
 
-  /** Add or update one session's row. */
+  /** Add or update one session's row; whether the set of labels shown may have changed (a new session,
+   * or other labels). Updating a row costs the same whatever the number of rows, unless a filter is on. */
   upsert(session) {
     let row = this.rows.get(session.id);
     if (row) {
+      const labelsChanged = !sameLabels(row.session.labels, session.labels);
       this.paint(row, session);
-    } else {
-      row = this.makeRow(session);
-      this.paint(row, session);
-      this.place(row);
-      for (const orphan of this.rows.values()) {
-        if (orphan.session.parent_id === session.id && orphan.item.parentElement === this.root) this.place(orphan);
-      }
-      this.ensureTabStop();
+      if (this.filter.text || this.filter.label) this.applyFilter();
+      return labelsChanged;
+    }
+    row = this.makeRow(session);
+    this.paint(row, session);
+    this.place(row);
+    for (const orphan of this.rows.values()) {
+      if (orphan.session.parent_id === session.id && orphan.item.parentElement === this.root) this.place(orphan);
     }
     this.applyFilter();
+    return true;
   }
 
   /** Remove a session's row (its children's rows go with it; the feed removes them too). */
@@ -122,21 +125,27 @@ export class SessionTree {
       parts.title,
       el('span', { class: 'progress' }, parts.bar, parts.count),
       el('span', { class: 'when' }, parts.time, parts.origin),
-      el('span', { class: 'details' }, parts.labels, parts.current),
+      (parts.details = el('span', { class: 'details' }, parts.labels, parts.current)),
     );
     const group = el('ul', { role: 'group', hidden: true });
     const item = el('li', { role: 'treeitem', tabindex: '-1', 'aria-selected': 'false', dataset: { sessionId: session.id } }, line, group);
-    const row = { item, group, parts, session, expanded: true, matched: true };
+    const row = { item, group, parts, session, painted: null, expanded: true, matched: true };
     this.rows.set(session.id, row);
     return row;
   }
 
+  /** Write a session into its row, touching only what changed (a live board repaints rows all the time). */
   paint(row, session) {
+    const before = row.painted;
     row.session = session;
+    row.painted = session;
     const { title, labels, bar, count, current, time, origin } = row.parts;
-    title.textContent = sessionTitle(session);
-    title.title = session.labels.title ? `${session.labels.title} (${session.id})` : session.id;
-    fill(labels, shownLabels(session).map(([key, value]) => el('span', { class: 'chip', title: `${key}: ${value}` }, `${key}: ${value}`)));
+    if (!before || !sameLabels(before.labels, session.labels)) {
+      title.textContent = sessionTitle(session);
+      title.title = session.labels.title ? `${session.labels.title} (${session.id})` : session.id;
+      const chips = shownLabels(session).map(([key, value]) => el('span', { class: 'chip', title: `${key}: ${value}` }, `${key}: ${value}`));
+      fill(labels, chips);
+    }
     const done = progress(session);
     bar.max = Math.max(done.total, 1);
     bar.value = done.done;
@@ -144,6 +153,7 @@ export class SessionTree {
     count.textContent = done.text;
     current.textContent = session.current ? `${STATUSES.in_progress.icon} ${session.current}` : '';
     current.title = session.current;
+    row.parts.details.classList.toggle('empty', !session.current && labels.childElementCount === 0);
     time.dateTime = session.updated_at ?? '';
     time.textContent = ago(session.updated_at);
     time.title = when(session.updated_at);
@@ -264,6 +274,11 @@ export class SessionTree {
     }
     event.preventDefault();
   }
+}
+
+function sameLabels(a, b) {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
 function byCreation(a, b) {
