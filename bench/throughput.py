@@ -101,8 +101,10 @@ class Measured:
             self.cpu_us.setdefault(subject, []).append(cpu_us)
 
     def cpu_ratio(self, subject: str, baseline: str) -> float:
+        """Like ``ratio``, leaving out rounds where either measured no CPU (it comes in clock ticks)."""
         pairs = zip(self.cpu_us[subject], self.cpu_us[baseline], strict=True)
-        return median([mine / theirs for mine, theirs in pairs])
+        ratios = [mine / theirs for mine, theirs in pairs if mine and theirs]
+        return median(ratios) if ratios else 1.0
 
     def rate(self, subject: str) -> float:
         return median(self.rates[subject])
