@@ -1,9 +1,7 @@
-"""etcd 3.4 (Debian ``etcd-server``) as a competitor: its server process, and the few messages of
-its gRPC API the bench speaks, without Go and without generated code.
-
-The messages are declared here at run time, field numbers as in etcd's ``api/etcdserverpb/rpc.proto``
-and ``api/mvccpb/kv.proto`` (only the fields used; protobuf skips the rest on the wire). The
-service paths are etcd's own, so h2load and ``grpc.aio`` talk to the real server.
+"""etcd 3.4 (Debian ``etcd-server``) as a competitor and as the etcd store's cluster: its server
+processes, and the few calls of its gRPC API the bench makes, through the code generated from
+etcd's own protos (``protos/sessiontodo_etcd``, as the etcd store uses them). The service paths
+are etcd's own, so h2load and ``grpc.aio`` talk to the real server.
 """
 
 from __future__ import annotations
@@ -15,61 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from processes import ServerProcess, free_port, pinned
+from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc
+from sessiontodo_etcd.etcdserverpb.rpc_pb2 import PutRequest, RangeRequest, WatchCreateRequest, WatchRequest
 
-PUT = "/etcdserverpb.KV/Put"
-RANGE = "/etcdserverpb.KV/Range"
-WATCH = "/etcdserverpb.Watch/Watch"
-
-_T = descriptor_pb2.FieldDescriptorProto
-_FIELDS: dict[str, list[tuple[str, int, int, str]]] = {
-    # message: (field, number, type, message type or "")
-    "ResponseHeader": [("cluster_id", 1, _T.TYPE_UINT64, ""), ("revision", 3, _T.TYPE_INT64, "")],
-    "KeyValue": [
-        ("key", 1, _T.TYPE_BYTES, ""),
-        ("mod_revision", 3, _T.TYPE_INT64, ""),
-        ("value", 5, _T.TYPE_BYTES, ""),
-    ],
-    "Event": [("type", 1, _T.TYPE_INT32, ""), ("kv", 2, _T.TYPE_MESSAGE, "KeyValue")],
-    "PutRequest": [("key", 1, _T.TYPE_BYTES, ""), ("value", 2, _T.TYPE_BYTES, "")],
-    "PutResponse": [("header", 1, _T.TYPE_MESSAGE, "ResponseHeader")],
-    "RangeRequest": [("key", 1, _T.TYPE_BYTES, "")],
-    "RangeResponse": [("header", 1, _T.TYPE_MESSAGE, "ResponseHeader")],
-    "WatchCreateRequest": [("key", 1, _T.TYPE_BYTES, ""), ("start_revision", 3, _T.TYPE_INT64, "")],
-    "WatchRequest": [("create_request", 1, _T.TYPE_MESSAGE, "WatchCreateRequest")],
-    "WatchResponse": [
-        ("header", 1, _T.TYPE_MESSAGE, "ResponseHeader"),
-        ("watch_id", 2, _T.TYPE_INT64, ""),
-        ("created", 3, _T.TYPE_BOOL, ""),
-        ("canceled", 4, _T.TYPE_BOOL, ""),
-        ("events", 11, _T.TYPE_MESSAGE, "Event"),
-    ],
-}
-
-
-def _messages() -> dict[str, Any]:
-    file = descriptor_pb2.FileDescriptorProto(name="bench_etcd.proto", package="benchetcd", syntax="proto3")
-    for name, fields in _FIELDS.items():
-        message = file.message_type.add(name=name)
-        for field_name, number, field_type, type_name in fields:
-            label = _T.LABEL_REPEATED if field_name == "events" else _T.LABEL_OPTIONAL
-            field = message.field.add(name=field_name, number=number, type=field_type, label=label)
-            if type_name:
-                field.type_name = f".benchetcd.{type_name}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"benchetcd.{name}")) for name in _FIELDS}
-
-
-messages = _messages()
-PutRequest = messages["PutRequest"]
-PutResponse = messages["PutResponse"]
-RangeRequest = messages["RangeRequest"]
-RangeResponse = messages["RangeResponse"]
-WatchRequest = messages["WatchRequest"]
-WatchResponse = messages["WatchResponse"]
+__all__ = ["PutRequest", "RangeRequest"]
 
 
 def etcd_binary() -> str | None:
@@ -77,25 +26,17 @@ def etcd_binary() -> str | None:
 
 
 def put(channel: grpc.aio.Channel) -> Any:
-    return channel.unary_unary(PUT, request_serializer=_serialize, response_deserializer=PutResponse.FromString)
+    return rpc_pb2_grpc.KVStub(channel).Put
 
 
 def range_(channel: grpc.aio.Channel) -> Any:
-    return channel.unary_unary(RANGE, request_serializer=_serialize, response_deserializer=RangeResponse.FromString)
-
-
-def watch(channel: grpc.aio.Channel) -> Any:
-    return channel.stream_stream(WATCH, request_serializer=_serialize, response_deserializer=WatchResponse.FromString)
-
-
-def _serialize(message: Any) -> bytes:
-    return message.SerializeToString()
+    return rpc_pb2_grpc.KVStub(channel).Range
 
 
 async def open_watch(channel: grpc.aio.Channel, key: bytes) -> grpc.aio.StreamStreamCall:
     """One Watch stream with one watcher of ``key``, created (etcd confirms before any event)."""
-    call = watch(channel)()
-    await call.write(WatchRequest(create_request={"key": key}))
+    call = rpc_pb2_grpc.WatchStub(channel).Watch()
+    await call.write(WatchRequest(create_request=WatchCreateRequest(key=key)))
     created = await asyncio.wait_for(call.read(), 30)
     if created is grpc.aio.EOF or not created.created:
         raise RuntimeError(f"etcd did not create the watch: {created}")
@@ -113,23 +54,38 @@ async def next_revision(call: grpc.aio.StreamStreamCall) -> int:
 
 
 class EtcdProcess(ServerProcess):
-    """A single-member etcd with its data in the run's scratch folder: it fsyncs its WAL before
+    """An etcd member with its data in the run's scratch folder: it fsyncs its WAL before
     acknowledging a write, batching the writes that arrive meanwhile, as a real deployment does."""
 
     @classmethod
     def etcd(cls, name: str, cpus: set[int], scratch: Path) -> EtcdProcess:
+        """A single-member cluster."""
+        (member,) = cls.cluster(name, 1, cpus, scratch)
+        return member
+
+    @classmethod
+    def cluster(cls, name: str, size: int, cpus: set[int], scratch: Path) -> list[EtcdProcess]:
+        """``size`` members of one cluster (start them at once: each answers once a majority runs)."""
         binary = etcd_binary()
         if binary is None:
             raise RuntimeError("etcd not found: apt-get install etcd-server (make bench does this)")
-        port, peer = free_port(), free_port()
-        argv = [
-            binary, "--name", name, "--data-dir", str(scratch / f"{name}.etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{port}", "--advertise-client-urls", f"http://127.0.0.1:{port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"{name}=http://127.0.0.1:{peer}",
-            "--logger", "zap", "--log-level", "warn", "--quota-backend-bytes", str(8 << 30),
-        ]  # fmt: skip
-        return cls(name, pinned(cpus, argv), port, scratch)
+        scratch.mkdir(parents=True, exist_ok=True)
+        names = [name] if size == 1 else [f"{name}-{n}" for n in range(size)]
+        ports = {member: (free_port(), free_port()) for member in names}
+        initial = ",".join(f"{member}=http://127.0.0.1:{peer}" for member, (_, peer) in ports.items())
+        members = []
+        for member, (port, peer) in ports.items():
+            argv = [
+                binary, "--name", member, "--data-dir", str(scratch / f"{member}.etcd"),
+                "--listen-client-urls", f"http://127.0.0.1:{port}",
+                "--advertise-client-urls", f"http://127.0.0.1:{port}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-cluster", initial,
+                "--logger", "zap", "--log-level", "warn", "--quota-backend-bytes", str(8 << 30),
+            ]  # fmt: skip
+            members.append(cls(member, pinned(cpus, argv), port, scratch))
+        return members
 
     async def _wait_until_answering(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

@@ -26,6 +26,14 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
+class Build:
+    """Another commit of sessiontodo, built on its own: its source tree and its virtualenv's python."""
+
+    source: Path
+    python: Path
+
+
+@dataclass(frozen=True)
 class CpuPlan:
     """Which CPUs run the server under test, and which run load generators and clients."""
 
@@ -53,20 +61,25 @@ def pinned(cpus: set[int], argv: list[str]) -> list[str]:
 class ServerProcess:
     """A server under test (sessiontodo or the echo baseline) in its own pinned process."""
 
-    def __init__(self, name: str, argv: list[str], port: int, log_dir: Path) -> None:
+    def __init__(self, name: str, argv: list[str], port: int, log_dir: Path, cwd: Path = ROOT) -> None:
         self.name = name
         self.port = port
         self.address = f"127.0.0.1:{port}"
         self._argv = argv
+        self._cwd = cwd
         self._log = log_dir / f"{name}.log"
         self._process: asyncio.subprocess.Process | None = None
 
     @classmethod
-    def sessiontodo(cls, name: str, store: str, cpus: set[int], log_dir: Path, *flags: str) -> ServerProcess:
+    def sessiontodo(
+        cls, name: str, store: str, cpus: set[int], log_dir: Path, *flags: str, build: Build | None = None
+    ) -> ServerProcess:
+        """This checkout's server, or another ``build`` of it (``bench/compare.py``)."""
+        python, cwd = (sys.executable, ROOT) if build is None else (str(build.python), build.source)
         port = free_port()
-        argv = [sys.executable, "-m", "sessiontodo_server", "--host", "127.0.0.1", "--port", str(port)]
+        argv = [python, "-m", "sessiontodo_server", "--host", "127.0.0.1", "--port", str(port)]
         argv += ["--store", store, "--log-level", "WARNING", *flags]
-        return cls(name, pinned(cpus, argv), port, log_dir)
+        return cls(name, pinned(cpus, argv), port, log_dir, cwd)
 
     @classmethod
     def echo(cls, name: str, cpus: set[int], log_dir: Path, *flags: str) -> ServerProcess:
@@ -82,7 +95,7 @@ class ServerProcess:
     async def start(self) -> ServerProcess:
         with self._log.open("wb") as log:
             self._process = await asyncio.create_subprocess_exec(
-                *self._argv, cwd=ROOT, stdout=log, stderr=asyncio.subprocess.STDOUT
+                *self._argv, cwd=self._cwd, stdout=log, stderr=asyncio.subprocess.STDOUT
             )
         await self._wait_until_answering()
         return self
@@ -95,7 +108,9 @@ class ServerProcess:
                 try:
                     await stub.GetTodos(pb.GetTodosRequest(session_id="sessiontodo:global"), timeout=1)
                     return
-                except grpc.aio.AioRpcError:
+                except grpc.aio.AioRpcError as error:
+                    if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                        return  # answering (0.1 had no such session)
                     if not self.running or time.monotonic() > deadline:
                         raise RuntimeError(f"{self.name} did not start:\n{self.log_text()}") from None
                     await asyncio.sleep(0.05)

@@ -66,7 +66,8 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
 
 
-def _number(value: float) -> str:
+def number(value: float) -> str:
+    """A figure as the tables print it: three significant digits or so, thousands separated."""
     if value >= 100:
         return f"{value:,.0f}"
     if value >= 10:
@@ -80,11 +81,11 @@ def markdown_table(rows: Sequence[Row]) -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for row in rows:
-        baseline = f"{_number(row.baseline)} {row.unit} ({row.baseline_name})" if row.baseline else ""
+        baseline = f"{number(row.baseline)} {row.unit} ({row.baseline_name})" if row.baseline else ""
         ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
         target = f"{row.target[0]} {row.target[1]:g}x" if row.target else ""
         met = {True: "yes", False: "**no**", None: ""}[row.met]
-        value = f"{_number(row.value)} {row.unit}"
+        value = f"{number(row.value)} {row.unit}"
         lines.append(f"| {row.figure} | {row.measure} | {value} | {baseline} | {ratio} | {target} | {met} |")
     return "\n".join(lines)
 

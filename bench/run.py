@@ -28,8 +28,10 @@ from typing import Any
 
 import grpc
 
+from batching import batching_rows, measure_batching
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
+from etcd_store import etcd_store_rows, measure_etcd_store
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -60,6 +62,7 @@ from versus import (
 )
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+from web import browser_available, measure_web, web_rows
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class Sizes:
     big_list_samples: int
     opencode_sessions: int
     opencode_samples: int
+    web_sessions: int
+    web_todos: int
+    web_pages: int
+    web_samples: int
+    web_renders: int
+    etcd_store_writers: int
 
 
 FULL = Sizes(
@@ -113,6 +122,12 @@ FULL = Sizes(
     big_list_samples=200,
     opencode_sessions=10_000,
     opencode_samples=300,
+    web_sessions=1000,
+    web_todos=20,
+    web_pages=50,
+    web_samples=100,
+    web_renders=5,
+    etcd_store_writers=32,
 )
 QUICK = Sizes(
     rounds=1,
@@ -138,6 +153,12 @@ QUICK = Sizes(
     big_list_samples=20,
     opencode_sessions=200,
     opencode_samples=20,
+    web_sessions=50,
+    web_todos=20,
+    web_pages=2,
+    web_samples=5,
+    web_renders=1,
+    etcd_store_writers=8,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -258,6 +279,25 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     figures[7] = opencode_rows(sidecar)
     plotted["opencode"] = sidecar
 
+    if browser_available():
+        progress("figure 13: the web board in chromium: first render, write-to-page p95 with 1 and many pages")
+        web = await measure_web(
+            sizes.web_sessions,
+            sizes.web_todos,
+            sizes.web_pages,
+            sizes.web_samples,
+            sizes.web_renders,
+            cpus.server,
+            scratch,
+        )
+        figures[13] = web_rows(web)
+        plotted["web"] = web
+    else:
+        progress("figure 13 skipped: node, playwright-core (npm ci) or chromium is missing")
+
+    progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
+    figures[15] = await measure_batched(sizes, scratch, cpus)
+
     if etcd_binary():
         progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")
         rows, ratios = await measure_against_etcd(sizes, scratch, cpus)
@@ -280,10 +320,49 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         plotted["redis"] = {"store_against_floor": floor, "processes": processes}
     else:
         progress("figures 6 and 8 skipped: redis-server is not installed")
+
+    if etcd_binary() and shutil.which("redis-server"):
+        progress("figure 14: the etcd store against raw etcd Puts on one 3-member cluster, and against the Redis store")
+        etcd_store = await measure_etcd_store(
+            sizes.replica_samples * 5,
+            sizes.rounds,
+            sizes.replica_samples,
+            sizes.etcd_store_writers,
+            sizes.seconds,
+            server_cpus=cpus.server,
+            log_dir=scratch,
+        )
+        figures[13] = etcd_store_rows(etcd_store)
+        plotted["etcd_store"] = etcd_store
+    else:
+        progress("figure 14 skipped: etcd or redis-server is not installed")
     return [row for figure in sorted(figures) for row in figures[figure]], plotted
 
 
 VERSUS_SUBJECTS = ("memory", "sqlite", "sqlite-fsync")
+
+
+async def measure_batched(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> list[Row]:
+    targets = await _started(
+        [
+            ServerProcess.sessiontodo("memory", "memory://", cpus.server, scratch),
+            ServerProcess.sessiontodo("sqlite", f"sqlite:///{scratch}/batched.db", cpus.server, scratch),
+        ]
+    )
+    competitor = None
+    if etcd_binary():
+        competitor = EtcdContender(await EtcdProcess.etcd("etcd-batched", cpus.server, scratch).start())
+    try:
+        result = await measure_batching(targets, competitor, sizes.rounds, sizes.seconds / 2, cpus.load)
+    finally:
+        if competitor is not None:
+            await competitor.close()
+            await competitor.server.stop()
+        await _stopped(targets)
+    return batching_rows(result, BATCHED_SUBJECTS)
+
+
+BATCHED_SUBJECTS = ("memory", "sqlite")
 
 
 async def measure_against_etcd(sizes: Sizes, scratch: Path, cpus: CpuPlan) -> tuple[list[Row], dict[str, object]]:

@@ -40,8 +40,10 @@ ADD = "AddTodo"
 UPDATE = "UpdateTodo"
 GET = "GetTodos (10 todos)"
 OPERATIONS = (REPLACE, ADD, UPDATE, GET)
-TARGETS = {("memory", REPLACE): 0.8, ("sqlite", REPLACE): 0.6}
+TARGETS = {("memory", REPLACE): 0.85, ("sqlite", REPLACE): 0.75}
 """Minimum ratio to the echo baseline, by (subject, operation)."""
+CPU_TARGETS = {"memory": 1.25}
+"""Maximum ratio of server CPU per ReplaceTodos(10) to the echo's, by subject."""
 
 
 def todo_list(count: int, with_ids: bool = False) -> list[pb.Todo]:
@@ -89,10 +91,18 @@ class Measured:
 
     rates: dict[str, list[float]] = field(default_factory=dict)
     effective: dict[str, list[float]] = field(default_factory=dict)
+    cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    """Server CPU per call, where measured."""
 
-    def add(self, subject: str, rate: float, effective: float = 1.0) -> None:
+    def add(self, subject: str, rate: float, effective: float = 1.0, cpu_us: float | None = None) -> None:
         self.rates.setdefault(subject, []).append(rate)
         self.effective.setdefault(subject, []).append(effective)
+        if cpu_us is not None:
+            self.cpu_us.setdefault(subject, []).append(cpu_us)
+
+    def cpu_ratio(self, subject: str, baseline: str) -> float:
+        pairs = zip(self.cpu_us[subject], self.cpu_us[baseline], strict=True)
+        return median([mine / theirs for mine, theirs in pairs])
 
     def rate(self, subject: str) -> float:
         return median(self.rates[subject])
@@ -118,17 +128,19 @@ def _check_writes(target: Target, counted: int, changed: int, every_call_writes:
         )
 
 
-async def replace_rate(target: Target, todos: int, seconds: float, cpus: set[int]) -> float:
+async def replace_rate(target: Target, todos: int, seconds: float, cpus: set[int]) -> tuple[float, float]:
+    """(calls a second, server CPU per call in µs)."""
     session_id = await target.fresh_session("replace", todos)
     body = grpc_body(pb.ReplaceTodosRequest(session_id=session_id, todos=todo_list(todos)))
     await call_raw(target.channel, "ReplaceTodos", body)
-    before = await target.revision(session_id)
+    before, cpu_before = await target.revision(session_id), target.server.cpu_seconds()
     result = await h2load(
         target.server.address, "ReplaceTodos", body, cpus=cpus, duration=seconds, clients=CLIENTS, streams=STREAMS
     )
+    cpu = target.server.cpu_seconds() - cpu_before
     _check_writes(target, result.succeeded, await target.revision(session_id) - before, every_call_writes=True)
     await target.remove(session_id)
-    return result.rate
+    return result.rate, cpu / result.succeeded * 1e6
 
 
 async def get_rate(target: Target, seconds: float, cpus: set[int]) -> float:
@@ -199,7 +211,8 @@ async def measure_operations(
     measured = {operation: Measured() for operation in OPERATIONS}
     for round_ in range(2 * rounds):
         for target in rotated(targets, round_):
-            measured[REPLACE].add(target.name, await replace_rate(target, 10, seconds / 2, cpus))
+            rate, cpu_us = await replace_rate(target, 10, seconds / 2, cpus)
+            measured[REPLACE].add(target.name, rate, cpu_us=cpu_us)
     for round_ in range(rounds):
         order = rotated(targets, round_)
         for target in order:
@@ -218,7 +231,7 @@ async def measure_list_sizes(
         order = rotated(targets, round_)
         for target in order:
             for size in sizes:
-                measured[size].add(target.name, await replace_rate(target, size, seconds, cpus))
+                measured[size].add(target.name, (await replace_rate(target, size, seconds, cpus))[0])
     return measured
 
 
@@ -240,6 +253,19 @@ def throughput_rows(measured: dict[str, Measured], subjects: Sequence[str], base
                     target=(">=", TARGETS[(subject, operation)]) if (subject, operation) in TARGETS else None,
                 )
             )
+    replace = measured[REPLACE]
+    for subject in subjects:
+        rows.append(
+            Row(
+                "1. write throughput",
+                f"server CPU per {REPLACE}, {subject} store",
+                median(replace.cpu_us[subject]),
+                "µs",
+                baseline=median(replace.cpu_us[subject]) / replace.cpu_ratio(subject, baseline),
+                baseline_name=f"{baseline}, same rounds",
+                target=("<=", CPU_TARGETS[subject]) if subject in CPU_TARGETS else None,
+            )
+        )
     return rows
 
 

@@ -13,6 +13,7 @@ from sessiontodo_client import TodoClient
 from sessiontodo_server.app import RunningServer, start_server
 from tests.support import make_settings
 from tests.support.certificates import CertificateAuthority, Issued
+from tests.support.etcd_cluster import EtcdCluster
 from tests.support.markers import ProcessAudit
 from tests.support.redis_server import RedisServer
 
@@ -65,6 +66,13 @@ def ca(tmp_path: Path) -> CertificateAuthority:
 @pytest.fixture
 def server_cert(ca: CertificateAuthority) -> Issued:
     return ca.issue("127.0.0.1", server=True)
+
+
+@pytest.fixture
+def etcd() -> Iterator[EtcdCluster]:
+    """A real one-member etcd cluster of the test's own, for the etcd store's contract and peer tests."""
+    with EtcdCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture

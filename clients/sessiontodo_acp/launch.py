@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+from sessiontodo_acp._signals import FORWARDED_SIGNALS
 
 
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         ProxySettings.from_flags(flags)  # prints --help, or a usage error, and exits
         sys.stderr.write(
-            "sessiontodo-acp-proxy: give the agent command after --, e.g. sessiontodo-acp-proxy -- my-agent --acp\n"
+            "sessiontodo-acp-proxy: give the agent command after --, e.g. sessiontodo-acp-proxy -- my-agent --acp"
+            " (--help lists the flags)\n"
         )
         sys.exit(2)
     # Until the proxy's event loop takes over, a signal is remembered (and passed to the agent

@@ -2,8 +2,8 @@
 
 The editor runs the proxy as its agent; the proxy runs the real agent and copies every line
 both ways byte for byte (unknown methods and fields included). It only *reads* the traffic:
-what it sees is handed to a ``PlanMirror``, which keeps sessiontodo and the editor's plan in
-step. The mirror (gRPC, the ACP SDK) is loaded in the background while forwarding already
+what it sees is handed to a ``PlanSync``, which keeps sessiontodo and the editor's plan in
+step, both ways. The plan sync (gRPC, the ACP SDK) is loaded in the background while forwarding already
 runs, so neither its start-up nor sessiontodo being down ever holds up the conversation.
 stdout carries nothing but protocol; logs go to stderr. The proxy exits with the agent's code.
 """
@@ -16,19 +16,19 @@ import dataclasses
 import importlib
 import logging
 import os
+import selectors
 import signal
-import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from sessiontodo_acp._lines import ByteWriter, LineOutput, Oversized, parse, read_line, refusal
-from sessiontodo_acp.launch import FORWARDED_SIGNALS
+from sessiontodo_acp._signals import FORWARDED_SIGNALS
 from sessiontodo_acp.settings import ProxySettings
 
 if TYPE_CHECKING:
-    from sessiontodo_acp._mirror import PlanMirror
+    from sessiontodo_acp._plan_sync import PlanSync
     from sessiontodo_client import TodoClient
 
 log = logging.getLogger("sessiontodo_acp.proxy")
@@ -38,7 +38,7 @@ _KILL_GRACE = 2.0
 _TAIL_TIMEOUT = 2.0
 """Seconds to finish forwarding the agent's output after it exited (a grandchild may hold the pipe)."""
 _BACKLOG_LIMIT = 10_000
-"""Messages kept for the mirror while it loads; beyond that they are forwarded unobserved."""
+"""Messages kept for the plan sync while it loads; beyond that they are forwarded unobserved."""
 
 
 class Agent:
@@ -83,7 +83,7 @@ class Agent:
 
 
 class AcpPlanProxy:
-    """Forwards an editor's and an agent's JSON-RPC lines unchanged, feeding what it sees to a ``PlanMirror``."""
+    """Forwards an editor's and an agent's JSON-RPC lines unchanged, feeding what it sees to a ``PlanSync``."""
 
     def __init__(
         self,
@@ -98,14 +98,14 @@ class AcpPlanProxy:
         self._to_editor = LineOutput(editor_output)
         self._to_agent = LineOutput(self._agent_input_writer)
         self._settings = settings
-        self._mirror: PlanMirror | None = None
+        self._plan_sync: PlanSync | None = None
         self._todos: TodoClient | None = None
         self._backlog: list[tuple[bool, dict[str, Any]]] | None = []
-        """What was seen while the mirror loads; None if it could not start."""
+        """What was seen while the plan sync loads; None if it could not start."""
 
     async def run(self) -> int:
         """Proxy until the agent exits; returns its exit code (128 + N when killed by signal N)."""
-        starting = asyncio.create_task(self._start_mirror(), name="mirror start-up")
+        starting = asyncio.create_task(self._start_plan_sync(), name="plan sync start-up")
         to_agent = asyncio.create_task(self._editor_to_agent(), name="editor->agent")
         to_editor = asyncio.create_task(self._agent_to_editor(), name="agent->editor")
         exited = asyncio.create_task(self._agent.wait(), name="agent exit")
@@ -129,15 +129,15 @@ class AcpPlanProxy:
                     log.error("forwarding %s failed", task.get_name(), exc_info=outcome)
             self._agent.signal(signal.SIGKILL)
             await exited
-            await self._stop_mirror(starting)
+            await self._stop_plan_sync(starting)
         code = exited.result()
         log.info("the agent exited with code %d", code)
         return 128 - code if code < 0 else code
 
-    async def _start_mirror(self) -> None:
+    async def _start_plan_sync(self) -> None:
         """Load gRPC and the ACP SDK off the event loop, connect (lazily), then observe from the backlog on."""
         try:
-            await self._load_mirror()
+            await self._load_plan_sync()
         except ValueError as error:  # settings the client refuses, such as a token in plaintext to another host
             self._backlog = None
             log.error("not mirroring plans: %s; forwarding only", error)
@@ -145,30 +145,30 @@ class AcpPlanProxy:
             self._backlog = None
             log.exception("could not start mirroring plans; forwarding only")
 
-    async def _load_mirror(self) -> None:
-        await asyncio.to_thread(importlib.import_module, "sessiontodo_acp._mirror")
-        from sessiontodo_acp._mirror import PlanMirror
+    async def _load_plan_sync(self) -> None:
+        await asyncio.to_thread(importlib.import_module, "sessiontodo_acp._plan_sync")
+        from sessiontodo_acp._plan_sync import PlanSync
         from sessiontodo_client import TodoClient
 
         policy = self._settings.retry_policy()
-        # The mirror's jobs retry (one policy per job); the client itself must not retry under them.
+        # The plan sync's jobs retry (one policy per job); the client itself must not retry under them.
         self._todos = TodoClient.connect(
             self._settings.address,
             retry=dataclasses.replace(policy, attempts=1),
             security=self._settings.channel_security(),
         )
-        mirror = PlanMirror(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
+        plan_sync = PlanSync(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
         backlog, self._backlog = self._backlog or [], []
         for from_agent, message in backlog:  # synchronously: nothing can slip in between
-            self._observe(mirror, from_agent, message)
-        self._mirror = mirror
+            self._observe(plan_sync, from_agent, message)
+        self._plan_sync = plan_sync
         log.info("plans go to sessiontodo at %s", self._settings.address)
 
-    async def _stop_mirror(self, starting: asyncio.Task[None]) -> None:
+    async def _stop_plan_sync(self, starting: asyncio.Task[None]) -> None:
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
-        if self._mirror is not None:
-            await self._mirror.aclose(self._settings.drain_timeout)
+        if self._plan_sync is not None:
+            await self._plan_sync.aclose(self._settings.drain_timeout)
         if self._todos is not None:
             await self._todos.close()
 
@@ -188,14 +188,14 @@ class AcpPlanProxy:
         self._agent.signal(signal.SIGKILL)
         await exited
 
-    def _observe(self, mirror: PlanMirror | None, from_agent: bool, message: dict[str, Any]) -> None:
-        """Hand a message to the mirror (or its backlog while it loads); never stops forwarding."""
-        if mirror is None:
+    def _observe(self, plan_sync: PlanSync | None, from_agent: bool, message: dict[str, Any]) -> None:
+        """Hand a message to the plan sync (or its backlog while it loads); never stops forwarding."""
+        if plan_sync is None:
             if self._backlog is not None and len(self._backlog) < _BACKLOG_LIMIT:
                 self._backlog.append((from_agent, message))
             return
         try:
-            (mirror.from_agent if from_agent else mirror.from_editor)(message)
+            (plan_sync.from_agent if from_agent else plan_sync.from_editor)(message)
         except Exception:
             log.exception("could not act on a message; forwarded it unchanged")
 
@@ -218,7 +218,7 @@ class AcpPlanProxy:
                 continue
             async with target.exclusive():
                 if (message := parse(line)) is not None:
-                    self._observe(self._mirror, from_agent, message)
+                    self._observe(self._plan_sync, from_agent, message)
                 await target.write(line)
 
     async def _editor_to_agent(self) -> None:
@@ -232,7 +232,7 @@ class AcpPlanProxy:
             self._close_agent_input()
 
     async def _agent_to_editor(self) -> None:
-        """Copy the agent's lines to the editor, each whole under the output lock (the mirror writes there too)."""
+        """Copy the agent's lines to the editor, each whole under the output lock (the plan sync writes there too)."""
         await self._forward(self._agent_output, self._to_editor, self._to_agent, from_agent=True)
 
 
@@ -240,7 +240,7 @@ class AcpPlanProxy:
 
 
 class _FileWriter:
-    """Writes to a regular file (``> out.ndjson``), which never blocks for long, so plain writes do."""
+    """Writes to a regular file (``> out.ndjson``) or ``/dev/null``, which never block for long, so plain writes do."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -255,14 +255,21 @@ class _FileWriter:
 
 
 async def _feed_from_file(fd: int, reader: asyncio.StreamReader) -> None:
-    """Feed a regular file (``< requests.ndjson``) to ``reader``: event-loop pipes refuse regular files."""
+    """Feed a regular file (``< requests.ndjson``) or ``/dev/null`` to ``reader``: the event loop cannot watch them."""
     while chunk := await asyncio.to_thread(os.read, fd, 1 << 16):
         reader.feed_data(chunk)
     reader.feed_eof()
 
 
-def _is_regular_file(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
+def _pollable(fd: int, events: int) -> bool:
+    """Whether the event loop can watch ``fd`` (pipes, sockets, ttys); epoll refuses regular files and
+    ``/dev/null``, which are read and written directly instead."""
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(fd, events)
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 async def _pipe_writer(pipe: IO[bytes]) -> asyncio.StreamWriter:
@@ -279,15 +286,15 @@ async def _pipe_reader(pipe: IO[bytes], limit: int) -> asyncio.StreamReader:
 
 @contextlib.asynccontextmanager
 async def editor_stdio(protocol_output_fd: int, limit: int) -> AsyncIterator[tuple[asyncio.StreamReader, ByteWriter]]:
-    """The editor's ends: stdin as a reader, the protocol output as a writer (pipes, sockets, ttys or files)."""
+    """The editor's ends: stdin as a reader, the protocol output as a writer (pipes, sockets, ttys, files…)."""
     feeder: asyncio.Task[None] | None = None
-    if _is_regular_file(sys.stdin.fileno()):
+    if not _pollable(sys.stdin.fileno(), selectors.EVENT_READ):
         reader = asyncio.StreamReader(limit=limit)
         feeder = asyncio.create_task(_feed_from_file(sys.stdin.fileno(), reader))
     else:
         reader = await _pipe_reader(sys.stdin.buffer, limit)
     writer: ByteWriter
-    if _is_regular_file(protocol_output_fd):
+    if not _pollable(protocol_output_fd, selectors.EVENT_WRITE):
         writer = _FileWriter(protocol_output_fd)
     else:
         writer = await _pipe_writer(os.fdopen(protocol_output_fd, "wb", buffering=0))
@@ -329,7 +336,14 @@ def run(agent: subprocess.Popen[bytes], flags: Sequence[str], received: list[int
         level=settings.log_level.upper(),
         format="%(asctime)s sessiontodo-acp-proxy %(levelname)s %(name)s: %(message)s",
     )
-    return asyncio.run(serve(settings, agent, received, protocol_output_fd))
+    try:
+        return asyncio.run(serve(settings, agent, received, protocol_output_fd))
+    except Exception as error:  # one line, unless the operator asked for the traceback
+        if settings.log_level.upper() == "DEBUG":
+            raise
+        log.critical("%s: %s (--log-level debug shows the traceback)", type(error).__name__, error)
+        _kill(agent)
+        return 1
 
 
 def _kill(agent: subprocess.Popen[bytes]) -> None:

@@ -30,9 +30,11 @@ class PlanPublisher:
     survive sessiontodo restarts (the client resumes after the last revision delivered).
     """
 
-    def __init__(self, todos: TodoClient, deliver: Deliver) -> None:
+    def __init__(self, todos: TodoClient, deliver: Deliver, *, deliver_removals: bool = False) -> None:
         self._todos = todos
         self._deliver = deliver
+        self._deliver_removals = deliver_removals
+        """Also hand ``deliver`` the SESSION_REMOVED that ends a watch (the proxy tells the editor a plan is gone)."""
         self._watches: dict[str, asyncio.Task[None]] = {}
 
     @classmethod
@@ -112,6 +114,8 @@ class PlanPublisher:
             async for event in events:
                 if event.kind is ChangeKind.SESSION_REMOVED:
                     log.info("session %s was removed; no more plan updates", session_id)
+                    if self._deliver_removals:
+                        await self._deliver(session_id, event)
                     return
                 await self._deliver(session_id, event)
         except NotFound:

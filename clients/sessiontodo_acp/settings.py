@@ -14,8 +14,34 @@ if TYPE_CHECKING:
     from sessiontodo_client.security import ChannelSecurity
 
 
+PROG = "sessiontodo-acp-proxy"
+
+HELP_GROUPS = {
+    "connection to sessiontodo": [
+        "address",
+        "tls",
+        "ca_file",
+        "client_cert",
+        "client_key",
+        "token",
+        "token_file",
+    ],
+    "retries of sessiontodo writes": ["retry_initial", "retry_max", "retry_attempts", "retry_deadline"],
+    "the agent and its sessions": ["agent_exit_timeout", "drain_timeout", "idle_ttl", "max_line_bytes"],
+}
+EXAMPLES = (
+    "sessiontodo-acp-proxy -- npx @zed-industries/claude-agent-acp",
+    "SESSIONTODO_ACP_ADDRESS=127.0.0.1:50052 sessiontodo-acp-proxy -- opencode acp",
+)
+
+
 class ProxySettings(BaseSettings):
-    """sessiontodo-acp-proxy [options] -- <agent command…>: keeps an ACP agent's plans in sessiontodo."""
+    """Run an ACP agent behind a transparent stdio proxy that keeps its plans in sessiontodo.
+
+    The editor starts the proxy as its agent; the agent command follows --. Every knob is a flag or
+    a SESSIONTODO_ACP_* environment variable; flags win over the environment, which wins over the
+    defaults.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="SESSIONTODO_ACP_", cli_kebab_case=True, cli_prog_name="sessiontodo-acp-proxy"
@@ -55,15 +81,28 @@ class ProxySettings(BaseSettings):
 
     @classmethod
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
-        """Settings from the proxy's own flags (everything before ``--``), the environment and defaults."""
-        return cls(_cli_parse_args=list(flags))  # type: ignore[call-arg]
+        """Settings from the proxy's own flags (everything before ``--``), the environment and defaults;
+        ``--help`` prints the help and a wrong flag or value one line, and both exit (0 and 2)."""
+        from sessiontodo_client.command_line import UsageError, fail, parse_settings
+
+        try:
+            return parse_settings(
+                cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES
+            )
+        except UsageError as error:
+            fail(PROG, str(error))
 
     def channel_security(self) -> ChannelSecurity:
         """TLS material and token for sessiontodo, read from their files (``OSError``/``ValueError`` if unusable)."""
         from sessiontodo_client.security import ChannelSecurity  # gRPC loads after the agent started
 
         return ChannelSecurity.from_files(
-            self.tls, self.ca_file, self.client_cert, self.client_key, self.token, self.token_file
+            tls=self.tls,
+            ca_file=self.ca_file,
+            client_cert=self.client_cert,
+            client_key=self.client_key,
+            token=self.token,
+            token_file=self.token_file,
         )
 
     def session_idle_ttl(self) -> float | None:

@@ -1,24 +1,42 @@
-"""Typed async client of the sessiontodo gRPC service."""
+"""Typed async client of the sessiontodo gRPC service.
+
+``client`` holds ``TodoClient``; ``errors`` one exception class per status code; ``conversions``
+the pure wire <-> model translations; ``resume`` the watch streams' resume protocol without I/O;
+``retry`` the one retry policy; ``security`` the channel's TLS and token.
+"""
 
 import importlib.metadata
 
-from sessiontodo_client.client import (
+from sessiontodo_client.client import TodoClient
+from sessiontodo_client.errors import (
     Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
     FailedPrecondition,
+    Internal,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PermissionDenied,
     ResourceExhausted,
     ServiceError,
-    TodoClient,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
+    Unknown,
 )
 from sessiontodo_client.models import (
     AddedTodo,
+    AddTodoWrite,
     ChangeKind,
+    CreateSessionWrite,
     FeedEvent,
     RemovalReason,
+    RemoveSessionWrite,
+    RemoveTodoWrite,
+    ReplaceTodosWrite,
     Session,
     SessionTodos,
     Todo,
@@ -26,25 +44,40 @@ from sessiontodo_client.models import (
     TodoPriority,
     TodoStatus,
     UpdatedTodo,
+    UpdateSessionWrite,
+    UpdateTodoWrite,
     WatchEvent,
+    Write,
+    WriteResult,
 )
+from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
 
-__version__ = importlib.metadata.version("sessiontodo")
-"""The installed distribution's version: pyproject.toml is its one source."""
-
 __all__ = [
     "Aborted",
+    "AddTodoWrite",
     "AddedTodo",
+    "AlreadyExists",
+    "Cancelled",
     "ChangeKind",
     "ChannelSecurity",
+    "Connection",
+    "ConnectionState",
+    "CreateSessionWrite",
+    "DataLoss",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "FeedEvent",
+    "Internal",
     "InvalidArgument",
     "NotFound",
+    "OutOfRange",
     "PermissionDenied",
     "RemovalReason",
+    "RemoveSessionWrite",
+    "RemoveTodoWrite",
+    "ReplaceTodosWrite",
     "ResourceExhausted",
     "RetryPolicy",
     "ServiceConnection",
@@ -58,7 +91,16 @@ __all__ = [
     "TodoStatus",
     "Unauthenticated",
     "Unavailable",
+    "Unimplemented",
+    "Unknown",
+    "UpdateSessionWrite",
+    "UpdateTodoWrite",
     "UpdatedTodo",
     "WatchEvent",
+    "Write",
+    "WriteResult",
     "is_transient",
 ]
+
+__version__ = importlib.metadata.version("sessiontodo")
+"""The installed distribution's version: pyproject.toml is its one source."""

@@ -8,8 +8,9 @@ client's ``RetryPolicy`` (``sessiontodo_client.retry``: full jitter, attempts, a
 was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
 the id when the caller gives none, so its retry can never create two sessions. ``watch`` and
 ``watch_changes`` reconnect on their own and resume after the last revision (cursor) they
-delivered, so their consumer sees every change exactly once, in order, or a RESET where
-history was lost.
+delivered (``sessiontodo_client.resume``), so their consumer sees every change exactly once, in
+order, or a RESET where history was lost. Failures raise the ``sessiontodo_client.errors`` class
+of their status code.
 """
 
 from __future__ import annotations
@@ -18,21 +19,29 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_client.conversions import (
+    added_todo_from_pb,
+    duration_to_pb,
+    priority_to_pb,
+    session_from_pb,
+    status_to_pb,
+    todo_from_pb,
+    todo_list_from_pb,
+    todo_to_pb,
+    updated_todo_from_pb,
+    write_result_from_pb,
+    write_to_pb,
+)
+from sessiontodo_client.errors import service_error
 from sessiontodo_client.models import (
     AddedTodo,
-    ChangeKind,
     FeedEvent,
-    RemovalReason,
     Session,
     SessionTodos,
     Todo,
@@ -41,206 +50,17 @@ from sessiontodo_client.models import (
     TodoStatus,
     UpdatedTodo,
     WatchEvent,
+    Write,
+    WriteResult,
 )
+from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
 from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
 from sessiontodo_client.security import ChannelSecurity
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for status in TodoStatus}
-_PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
-_STATUS_FROM_PB = {number: status for status, number in _STATUS_TO_PB.items()}
-_PRIORITY_FROM_PB = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
-_KIND_FROM_PB = {pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}"): kind for kind in ChangeKind}
-_REASON_FROM_PB = {pb.RemovalReason.Value(f"REMOVAL_REASON_{reason.name}"): reason for reason in RemovalReason}
-
-
-# Errors
-
-
-class ServiceError(Exception):
-    """A call failed: ``code`` is the gRPC status; the google.rpc details are unpacked into
-    ``reason`` and ``metadata`` (ErrorInfo: e.g. ``sessionId``, ``actualRevision``),
-    ``violations`` (BadRequest ``(field, description)``), ``quota_violations`` (QuotaFailure
-    ``(subject, description)``) and ``retry_delay`` (RetryInfo, seconds)."""
-
-    def __init__(
-        self,
-        code: grpc.StatusCode,
-        message: str,
-        violations: Sequence[tuple[str, str]] = (),
-        reason: str = "",
-        metadata: Mapping[str, str] | None = None,
-        quota_violations: Sequence[tuple[str, str]] = (),
-        retry_delay: float | None = None,
-    ):
-        self.code = code
-        self.message = message
-        self.violations = list(violations)
-        self.reason = reason
-        self.metadata = dict(metadata or {})
-        self.quota_violations = list(quota_violations)
-        self.retry_delay = retry_delay
-        super().__init__(f"{code.name}: {message}")
-
-
-class InvalidArgument(ServiceError):
-    pass
-
-
-class NotFound(ServiceError):
-    pass
-
-
-class Aborted(ServiceError):
-    """The expected revision did not match: re-read, then retry the read-modify-write."""
-
-
-class FailedPrecondition(ServiceError):
-    pass
-
-
-class ResourceExhausted(ServiceError):
-    pass
-
-
-class Unavailable(ServiceError):
-    pass
-
-
-class Unauthenticated(ServiceError):
-    """No bearer token, or one the server does not know."""
-
-
-class PermissionDenied(ServiceError):
-    """The token's role may not make this call."""
-
-
-_ERRORS: dict[grpc.StatusCode, type[ServiceError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-    grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.ABORTED: Aborted,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-}
-
-
-def service_error(error: grpc.aio.AioRpcError) -> ServiceError:
-    """The typed error for a failed call, with its google.rpc details unpacked."""
-    found: dict[str, Any] = {}
-    status = rpc_status.from_call(error)
-    for detail in status.details if status else ():
-        for name, kind in _DETAILS.items():
-            if detail.Is(kind.DESCRIPTOR):
-                found[name] = kind()
-                detail.Unpack(found[name])
-    info, bad_request = found.get("info"), found.get("bad_request")
-    quota, retry = found.get("quota"), found.get("retry")
-    return _ERRORS.get(error.code(), ServiceError)(
-        error.code(),
-        error.details() or "",
-        [(v.field, v.description) for v in bad_request.field_violations] if bad_request else (),
-        info.reason if info else "",
-        dict(info.metadata) if info else None,
-        [(v.subject, v.description) for v in quota.violations] if quota else (),
-        retry.retry_delay.ToTimedelta().total_seconds() if retry else None,
-    )
-
-
-_DETAILS: dict[str, Any] = {
-    "info": error_details_pb2.ErrorInfo,
-    "bad_request": error_details_pb2.BadRequest,
-    "quota": error_details_pb2.QuotaFailure,
-    "retry": error_details_pb2.RetryInfo,
-}
-
-
-# Conversions
-
-
-def todo_to_pb(todo: Todo) -> pb.Todo:
-    """The wire todo; a status or priority read as a number (a newer server's) goes back as that number."""
-    status, priority = todo.status, todo.priority
-    return pb.Todo(
-        id=todo.id,
-        content=todo.content,
-        status=_STATUS_TO_PB[status] if isinstance(status, TodoStatus) else pb.TodoStatus.ValueType(status),
-        priority=(
-            _PRIORITY_TO_PB[priority] if isinstance(priority, TodoPriority) else pb.TodoPriority.ValueType(priority)
-        ),
-        metadata=todo.metadata,
-    )
-
-
-def todo_from_pb(todo: pb.Todo) -> Todo:
-    """The typed todo; a status or priority this client has no name for stays its number (see ``Todo``)."""
-    return Todo(
-        id=todo.id,
-        content=todo.content,
-        status=_STATUS_FROM_PB.get(todo.status, todo.status),
-        priority=_PRIORITY_FROM_PB.get(todo.priority, todo.priority),
-        metadata=dict(todo.metadata),
-    )
-
-
-def _time_from_pb(timestamp: Any) -> datetime | None:
-    if not (timestamp.seconds or timestamp.nanos):
-        return None
-    return datetime.fromtimestamp(timestamp.seconds + timestamp.nanos / 1e9, UTC)
-
-
-def _duration_to_pb(seconds: float | None) -> Any:
-    if seconds is None:
-        return None
-    duration = duration_pb2.Duration()
-    duration.FromNanoseconds(round(seconds * 1e9))
-    return duration
-
-
-def session_from_pb(session: pb.Session) -> Session:
-    return Session(
-        session_id=session.session_id,
-        parent_id=session.parent_id,
-        revision=session.revision,
-        todo_count=session.todo_count,
-        labels=dict(session.labels),
-        created_at=_time_from_pb(session.created_at),
-        updated_at=_time_from_pb(session.updated_at),
-        idle_ttl=session.idle_ttl.ToNanoseconds() / 1e9 if session.HasField("idle_ttl") else None,
-    )
-
-
-def _event_fields(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> dict[str, Any]:
-    return {
-        "session_id": message.session_id,
-        "kind": _KIND_FROM_PB[message.kind],
-        "revision": message.revision,
-        "todo_id": message.todo_id,
-        "todos": [todo_from_pb(todo) for todo in message.todos],
-        "origin": message.origin,
-        "removal_reason": _REASON_FROM_PB.get(message.removal_reason),
-        "session": session_from_pb(message.session) if message.HasField("session") else None,
-    }
-
-
-def is_known_kind(message: pb.WatchTodosResponse | pb.WatchChangesResponse) -> bool:
-    """Whether this client knows the message's change kind; watches skip a newer server's kinds
-    (proto3 enums are open), since the next change carries the whole list again."""
-    return message.kind in _KIND_FROM_PB
-
-
-def event_from_pb(message: pb.WatchTodosResponse) -> WatchEvent:
-    return WatchEvent(**_event_fields(message))
-
-
-def feed_event_from_pb(message: pb.WatchChangesResponse) -> FeedEvent:
-    return FeedEvent(**_event_fields(message), cursor=message.cursor)
-
+Event = TypeVar("Event", WatchEvent, FeedEvent)
 
 KEEPALIVE_TIME_MS = 30_000
 """How often an idle connection is pinged: well above the 10 s sessiontodo servers accept."""
@@ -323,7 +143,7 @@ class TodoClient:
             session_id=session_id or f"ses_{uuid.uuid4().hex}",
             parent_id=parent_id,
             labels=labels,
-            idle_ttl=_duration_to_pb(idle_ttl),
+            idle_ttl=duration_to_pb(idle_ttl),
             origin=origin,
         )
         response = await self._call(self._stub.CreateSession, request)
@@ -349,7 +169,7 @@ class TodoClient:
             session_id=session_id,
             labels=labels,
             remove_label_keys=list(remove_labels),
-            idle_ttl=_duration_to_pb(idle_ttl),
+            idle_ttl=duration_to_pb(idle_ttl),
             expected_revision=expected_revision,
             origin=origin,
         )
@@ -364,7 +184,7 @@ class TodoClient:
 
     async def remove_all_sessions(self, *, origin: str = "") -> int:
         response = await self._call(self._stub.RemoveAllSessions, pb.RemoveAllSessionsRequest(origin=origin))
-        return response.removed_count
+        return int(response.removed_count)
 
     async def list_sessions(self, *, parent_id: str = "", labels: Mapping[str, str] | None = None) -> list[Session]:
         """Every session (or the children of ``parent_id``, those carrying ``labels``), following pages."""
@@ -379,16 +199,22 @@ class TodoClient:
 
     async def get_todos(self, session_id: str) -> TodoList:
         response = await self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
-        return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
+        return todo_list_from_pb(response)
 
     async def batch_get_todos(self, session_ids: Sequence[str]) -> tuple[list[SessionTodos], list[str]]:
-        """The lists of the sessions that exist, in request order, and the ids that name none."""
-        response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
-        found = [
-            SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
-            for entry in response.sessions
-        ]
-        return found, list(response.missing_session_ids)
+        """The lists of the sessions that exist, in request order, and the ids that name none (asking
+        again for those a response had no room for)."""
+        found: list[SessionTodos] = []
+        missing: list[str] = []
+        while True:
+            response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
+            found += [
+                SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
+                for entry in response.sessions
+            ]
+            missing += response.missing_session_ids
+            if not (session_ids := list(response.unread_session_ids)):
+                return found, missing
 
     async def replace_todos(
         self, session_id: str, todos: Sequence[Todo], expected_revision: int | None = None, *, origin: str = ""
@@ -403,16 +229,16 @@ class TodoClient:
             ),
             retry=False,  # todos without ids would be added twice
         )
-        return TodoList(todos=[todo_from_pb(t) for t in response.todos], revision=response.revision)
+        return todo_list_from_pb(response)
 
     async def add_todo(
         self,
         session_id: str,
         todo: Todo,
+        *,
         index: int | None = None,
         expected_revision: int | None = None,
         request_id: str | None = None,
-        *,
         origin: str = "",
     ) -> AddedTodo:
         request = pb.AddTodoRequest(
@@ -424,7 +250,20 @@ class TodoClient:
             origin=origin,
         )
         response = await self._call(self._stub.AddTodo, request)
-        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+        return added_todo_from_pb(response)
+
+    async def batch_write(
+        self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
+    ) -> list[WriteResult]:
+        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
+        call instead of one per write. A failing write fails the batch with its error, naming it
+        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
+        given), so a retry returns the first call's results and never writes twice."""
+        request = pb.BatchWriteRequest(
+            writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
+        )
+        response = await self._call(self._stub.BatchWrite, request)
+        return [write_result_from_pb(result) for result in response.results]
 
     async def update_todo(
         self,
@@ -443,15 +282,15 @@ class TodoClient:
             session_id=session_id,
             todo_id=todo_id,
             content=content,
-            status=_STATUS_TO_PB[status] if status else pb.TODO_STATUS_UNSPECIFIED,
-            priority=_PRIORITY_TO_PB[priority] if priority else pb.TODO_PRIORITY_UNSPECIFIED,
+            status=status_to_pb(status),
+            priority=priority_to_pb(priority),
             metadata=metadata,
             remove_metadata_keys=list(remove_metadata),
             expected_revision=expected_revision,
             origin=origin,
         )
         response = await self._call(self._stub.UpdateTodo, request)
-        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+        return updated_todo_from_pb(response)
 
     async def remove_todo(
         self, session_id: str, todo_id: str, expected_revision: int | None = None, *, origin: str = ""
@@ -463,43 +302,33 @@ class TodoClient:
             ),
             retry=False,  # a repeat of a removal that happened would be NOT_FOUND
         )
-        return response.revision
+        return int(response.revision)
 
     async def watch(
-        self, session_id: str, after_revision: int | None = None, *, include_progress: bool = False
+        self,
+        session_id: str,
+        after_revision: int | None = None,
+        *,
+        include_progress: bool = False,
+        on_connection: ConnectionListener | None = None,
     ) -> AsyncGenerator[WatchEvent, None]:
         """Every change of one session, across reconnects, until the session is removed.
 
         While the service is UNAVAILABLE it reconnects for ever (with capped backoff) and
         resumes after the last revision it yielded. Ends after yielding SESSION_REMOVED;
         raises the ``ServiceError`` of any other failure (NOT_FOUND for an unknown
-        session). Breaking out of the loop cancels the underlying call.
+        session). ``on_connection`` hears of each connection change. Breaking out of the loop
+        cancels the underlying call.
         """
-        attempt = 0
-        while True:
-            call = self._stub.WatchTodos(pb.WatchTodosRequest(session_id=session_id, after_revision=after_revision))
-            try:
-                async for message in call:
-                    attempt = 0
-                    if not is_known_kind(message):
-                        continue
-                    event = event_from_pb(message)
-                    if event.kind is not ChangeKind.PROGRESS:
-                        after_revision = event.revision
-                    elif not include_progress:
-                        continue
-                    yield event
-                    if event.kind is ChangeKind.SESSION_REMOVED:
-                        return
-                return
-            except grpc.aio.AioRpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise service_error(error) from None
-                log.debug("watch of %s interrupted, resuming after %s", session_id, after_revision)
-                await asyncio.sleep(self._retry.delay(attempt))
-                attempt += 1
-            finally:
-                call.cancel()
+        resume = TodosResume(
+            session_id,
+            after_revision,
+            include_progress=include_progress,
+            retry=self._retry,
+            on_connection=on_connection,
+        )
+        async for event in self._follow(self._stub.WatchTodos, resume):
+            yield event
 
     async def watch_changes(
         self,
@@ -510,6 +339,7 @@ class TodoClient:
         parent_id: str = "",
         labels: Mapping[str, str] | None = None,
         include_progress: bool = False,
+        on_connection: ConnectionListener | None = None,
     ) -> AsyncGenerator[FeedEvent, None]:
         """The server-wide feed (``WatchChanges``), across reconnects, for as long as it is read.
 
@@ -517,39 +347,41 @@ class TodoClient:
         resumes after the last cursor it received. A snapshot cut short by a disconnect is
         started again, announced by a RESET (empty session id) as the server would. PROGRESS
         messages (the end-of-snapshot bookmark among them) are yielded only with
-        ``include_progress``. Breaking out of the loop cancels the underlying call.
+        ``include_progress``. ``on_connection`` hears of each connection change. Breaking out of
+        the loop cancels the underlying call.
         """
-        only = pb.SessionFilter(session_ids=session_ids, parent_id=parent_id, labels=labels)
-        cursor = after_cursor or ""
-        snapshot = include_snapshot and not cursor
-        in_snapshot = False
-        attempt = 0
+        resume = FeedResume(
+            after_cursor or "",
+            include_snapshot=include_snapshot,
+            session_ids=session_ids,
+            parent_id=parent_id,
+            labels=labels,
+            include_progress=include_progress,
+            retry=self._retry,
+            on_connection=on_connection,
+        )
+        async for event in self._follow(self._stub.WatchChanges, resume):
+            yield event
+
+    async def _follow(self, rpc: Callable[..., Any], resume: WatchResume[Any, Event]) -> AsyncGenerator[Event, None]:
+        """Drive ``resume`` over calls of the stream ``rpc``: the async side of ``sessiontodo_client.resume``."""
         while True:
-            request = pb.WatchChangesRequest(after_cursor=cursor, include_snapshot=snapshot, filter=only)
-            call = self._stub.WatchChanges(request)
+            call = rpc(resume.request())
             try:
-                if in_snapshot:
-                    yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
+                for restart in resume.opened():
+                    yield restart
+                resume.answered(await call.initial_metadata())
                 async for message in call:
-                    attempt = 0
-                    if not is_known_kind(message):  # skipped, its cursor kept
-                        cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
-                        continue
-                    event = feed_event_from_pb(message)
-                    starts = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET)
-                    in_snapshot = starts or (in_snapshot and not event.cursor)
-                    if event.cursor:
-                        cursor, snapshot = event.cursor, False
-                    if event.kind is not ChangeKind.PROGRESS or include_progress:
+                    if (event := resume.received(message)) is not None:
                         yield event
+                    if resume.finished:
+                        return
                 return
             except grpc.aio.AioRpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                delay = resume.failed(error.code(), error.details() or "")
+                if delay is None:
                     raise service_error(error) from None
-                if in_snapshot:  # a partial snapshot cannot be resumed: ask for a whole one
-                    cursor, snapshot = "", True
-                log.debug("feed interrupted, resuming after %r", cursor)
-                await asyncio.sleep(self._retry.delay(attempt))
-                attempt += 1
+                log.debug("watch interrupted (%s), reconnecting in %.2fs", error.code().name, delay)
+                await asyncio.sleep(delay)
             finally:
                 call.cancel()

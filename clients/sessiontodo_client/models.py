@@ -37,6 +37,8 @@ class ChangeKind(StrEnum):
     PROGRESS = "progress"
     SESSION_CREATED = "session_created"
     SESSION_UPDATED = "session_updated"
+    SESSION_LEFT_VIEW = "session_left_view"
+    """Feeds with a labels filter: the session's labels no longer match; forget it."""
 
 
 class RemovalReason(StrEnum):
@@ -109,6 +111,112 @@ class UpdatedTodo(BaseModel):
     todo: Todo
     revision: int
     changed: bool
+
+
+class ReplaceTodosWrite(BaseModel):
+    """A batch's write: replace a session's list (as ``replace_todos``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    todos: list[Todo]
+    expected_revision: int | None = None
+
+
+class AddTodoWrite(BaseModel):
+    """A batch's write: add one todo (as ``add_todo``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    todo: Todo
+    index: int | None = None
+    expected_revision: int | None = None
+
+
+class UpdateTodoWrite(BaseModel):
+    """A batch's write: change one todo's given fields (as ``update_todo``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    todo_id: str
+    content: str | None = None
+    status: TodoStatus | None = None
+    priority: TodoPriority | None = None
+    metadata: dict[str, str] = {}
+    remove_metadata: list[str] = []
+    expected_revision: int | None = None
+
+
+class RemoveTodoWrite(BaseModel):
+    """A batch's write: remove one todo (as ``remove_todo``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    todo_id: str
+    expected_revision: int | None = None
+
+
+class CreateSessionWrite(BaseModel):
+    """A batch's write: create a session, or find it (as ``create_session``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    parent_id: str = ""
+    labels: dict[str, str] = {}
+    idle_ttl: float | None = None
+
+
+class UpdateSessionWrite(BaseModel):
+    """A batch's write: change a session's labels or idle TTL (as ``update_session``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    labels: dict[str, str] = {}
+    remove_labels: list[str] = []
+    idle_ttl: float | None = None
+    expected_revision: int | None = None
+
+
+class RemoveSessionWrite(BaseModel):
+    """A batch's write: remove a session and its descendants (as ``remove_session``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+
+
+Write = (
+    ReplaceTodosWrite
+    | AddTodoWrite
+    | UpdateTodoWrite
+    | RemoveTodoWrite
+    | CreateSessionWrite
+    | UpdateSessionWrite
+    | RemoveSessionWrite
+)
+"""One write of ``TodoClient.batch_write``."""
+
+
+class WriteResult(BaseModel):
+    """What one write of a batch did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    revision: int
+    """The session's revision after it (a removal: its SESSION_REMOVED's; 0 when nothing was removed)."""
+    changed: bool
+    todo: Todo | None = None
+    """Added and updated todos, as stored."""
+    index: int = 0
+    """An added todo's position."""
+    todo_ids: list[str] = []
+    """A replaced list's ids, as stored."""
+    removed_session_ids: list[str] = []
 
 
 class WatchEvent(BaseModel):

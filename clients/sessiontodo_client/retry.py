@@ -61,7 +61,7 @@ class RetryPolicy:
 
     def cap(self, attempt: int) -> float:
         """The longest delay after failed try number ``attempt`` (0-based): doubling, at most ``maximum``."""
-        return min(self.initial * 2 ** min(attempt, 30), self.maximum)
+        return min(self.initial * 2.0 ** min(attempt, 30), self.maximum)
 
     def delay(self, attempt: int) -> float:
         """A delay after failed try number ``attempt``: uniform between 0 and ``cap(attempt)`` (full jitter)."""

@@ -4,15 +4,18 @@
 shares (flags and environment: ``--tls``, ``--ca-file``, ``--client-cert``, ``--client-key``,
 ``--token``, ``--token-file``). A token travels only over TLS or to a loopback address
 (``localhost``, 127.0.0.0/8, ``[::1]``): anything else is refused before a channel exists, so a
-token never crosses a network in clear text.
+token never crosses a network in clear text. ``host_allowed`` and ``origin_allowed`` are the other
+side: the checks the HTTP gateways (OpenCode sidecar, MCP) make of a request against DNS rebinding.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import grpc
 from pydantic import BaseModel, Field, SecretStr
@@ -37,6 +40,7 @@ class ChannelSecurity:
     @classmethod
     def from_files(
         cls,
+        *,
         tls: bool,
         ca_file: Path | None,
         client_cert: Path | None,
@@ -124,5 +128,32 @@ class ServiceConnection(BaseModel):
     def channel_security(self) -> ChannelSecurity:
         """Reads the files named here; raises ``OSError`` or ``ValueError`` if they are unusable."""
         return ChannelSecurity.from_files(
-            self.tls, self.ca_file, self.client_cert, self.client_key, self.token, self.token_file
+            tls=self.tls,
+            ca_file=self.ca_file,
+            client_cert=self.client_cert,
+            client_key=self.client_key,
+            token=self.token,
+            token_file=self.token_file,
         )
+
+
+def host_allowed(host_header: str, allowed_hosts: Sequence[str]) -> bool:
+    """Whether a Host header names this server in a way DNS rebinding cannot forge (the HTTP gateways' check)."""
+    host = urlsplit(f"//{host_header}").hostname or ""
+    if "*" in allowed_hosts or host in (name.lower() for name in allowed_hosts):
+        return True
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True  # an IP literal: no name for an attacker to re-point
+
+
+def origin_allowed(origin: str, host_header: str, allowed_origins: Sequence[str]) -> bool:
+    """Whether a browser request from ``origin`` may reach the HTTP gateway serving ``host_header``."""
+    if "*" in allowed_origins or origin in allowed_origins:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower()

@@ -19,28 +19,31 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
     AddedTodo,
-    ChangeKind,
     ChannelSecurity,
     FeedEvent,
     RetryPolicy,
     Session,
     Todo,
     TodoList,
+    TodoPriority,
+    TodoStatus,
     UpdatedTodo,
     WatchEvent,
 )
-from sessiontodo_client.client import (
-    event_from_pb,
-    feed_event_from_pb,
-    is_known_kind,
-    service_error,
+from sessiontodo_client.conversions import (
+    added_todo_from_pb,
+    priority_to_pb,
     session_from_pb,
-    todo_from_pb,
+    status_to_pb,
+    todo_list_from_pb,
     todo_to_pb,
+    updated_todo_from_pb,
 )
-from sessiontodo_client.retry import TRANSIENT_CODES
+from sessiontodo_client.errors import service_error
+from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
 
 T = TypeVar("T")
+Event = TypeVar("Event", WatchEvent, FeedEvent)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
 
@@ -91,7 +94,7 @@ class TodoCalls:
 
     def get_todos(self, session_id: str) -> TodoList:
         response = self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
-        return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
+        return todo_list_from_pb(response)
 
     def create_session(
         self, session_id: str, parent_id: str, labels: Mapping[str, str] | None = None
@@ -104,7 +107,7 @@ class TodoCalls:
         return session_from_pb(response.session), response.created
 
     def remove_session(self, session_id: str) -> list[str]:
-        request = pb.RemoveSessionRequest(session_id=session_id)
+        request = pb.RemoveSessionRequest(session_id=session_id, origin=ORIGIN)
         response = self._call(self._stub.RemoveSession, request)
         return list(response.removed_session_ids)
 
@@ -116,57 +119,68 @@ class TodoCalls:
             origin=ORIGIN,
         )
         response = self._call(self._stub.ReplaceTodos, request)
-        return TodoList(todos=[todo_from_pb(todo) for todo in response.todos], revision=response.revision)
+        return todo_list_from_pb(response)
 
     def add_todo(self, session_id: str, todo: Todo, index: int | None) -> AddedTodo:
         request = pb.AddTodoRequest(
             session_id=session_id, todo=todo_to_pb(todo), index=index, request_id=uuid.uuid4().hex, origin=ORIGIN
         )
         response = self._call(self._stub.AddTodo, request)
-        return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
+        return added_todo_from_pb(response)
 
-    def complete_todo(self, session_id: str, todo_id: str) -> UpdatedTodo:
+    def update_todo(
+        self,
+        session_id: str,
+        todo_id: str,
+        *,
+        content: str | None = None,
+        status: TodoStatus | None = None,
+        priority: TodoPriority | None = None,
+        expected_revision: int | None = None,
+    ) -> UpdatedTodo:
+        """Change what is given of one todo (content, status, priority); the rest stays."""
         request = pb.UpdateTodoRequest(
-            session_id=session_id, todo_id=todo_id, status=pb.TODO_STATUS_COMPLETED, origin=ORIGIN
+            session_id=session_id,
+            todo_id=todo_id,
+            content=content,
+            status=status_to_pb(status),
+            priority=priority_to_pb(priority),
+            expected_revision=expected_revision,
+            origin=ORIGIN,
         )
         response = self._call(self._stub.UpdateTodo, request)
-        return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+        return updated_todo_from_pb(response)
 
-    def watch(self, session_id: str, retry: RetryPolicy = RetryPolicy()) -> Generator[WatchEvent, None, None]:
+    def remove_todo(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> int:
+        """Remove one todo; returns the list's new revision."""
+        request = pb.RemoveTodoRequest(
+            session_id=session_id, todo_id=todo_id, expected_revision=expected_revision, origin=ORIGIN
+        )
+        return int(self._call(self._stub.RemoveTodo, request).revision)
+
+    def watch(
+        self,
+        session_id: str,
+        *,
+        retry: RetryPolicy = RetryPolicy(),
+        on_connection: ConnectionListener | None = None,
+    ) -> Generator[WatchEvent, None, None]:
         """A snapshot, then every change, until the session is removed. While the server is
-        UNAVAILABLE (restarting) it reconnects and resumes after the last revision it yielded."""
-        after: int | None = None
-        attempt = 0
-        while True:
-            call = self._stub.WatchTodos(pb.WatchTodosRequest(session_id=session_id, after_revision=after))
-            try:
-                for message in call:
-                    attempt = 0
-                    if not is_known_kind(message):
-                        continue
-                    event = event_from_pb(message)
-                    if event.kind is not ChangeKind.PROGRESS:
-                        after = event.revision
-                        yield event
-                    if event.kind is ChangeKind.SESSION_REMOVED:
-                        return
-                return
-            except grpc.RpcError as error:
-                if error.code() not in TRANSIENT_CODES:
-                    raise service_error(error) from None
-                time.sleep(retry.delay(attempt))
-                attempt += 1
-            finally:
-                call.cancel()
+        UNAVAILABLE (restarting) it reconnects and resumes after the last revision it yielded,
+        as the typed client's ``watch`` does (one state machine: ``sessiontodo_client.resume``)."""
+        resume = TodosResume(session_id, retry=retry, on_connection=on_connection)
+        yield from self._follow(self._stub.WatchTodos, resume)
 
     def feed(
         self,
         after_cursor: str = "",
+        *,
         include_snapshot: bool = False,
         session_ids: Sequence[str] = (),
         parent_id: str = "",
         labels: Mapping[str, str] | None = None,
         retry: RetryPolicy = RetryPolicy(),
+        on_connection: ConnectionListener | None = None,
     ) -> Generator[FeedEvent, None, None]:
         """Every change of every matching session (``WatchChanges``), for as long as it is read.
 
@@ -174,34 +188,35 @@ class TodoCalls:
         typed client's ``watch_changes`` does; a snapshot cut short starts again after a RESET.
         PROGRESS messages (bookmarks) move the cursor and are not yielded.
         """
-        only = pb.SessionFilter(session_ids=session_ids, parent_id=parent_id, labels=labels)
-        cursor, snapshot, in_snapshot, attempt = after_cursor, include_snapshot and not after_cursor, False, 0
+        resume = FeedResume(
+            after_cursor,
+            include_snapshot=include_snapshot,
+            session_ids=session_ids,
+            parent_id=parent_id,
+            labels=labels,
+            retry=retry,
+            on_connection=on_connection,
+        )
+        yield from self._follow(self._stub.WatchChanges, resume)
+
+    @staticmethod
+    def _follow(rpc: Callable[..., Any], resume: WatchResume[Any, Event]) -> Generator[Event, None, None]:
+        """Drive ``resume`` over blocking calls of the stream ``rpc``: ``sessiontodo_client.resume``, synchronously."""
         while True:
-            request = pb.WatchChangesRequest(after_cursor=cursor, include_snapshot=snapshot, filter=only)
-            call = self._stub.WatchChanges(request)
+            call = rpc(resume.request())
             try:
-                if in_snapshot:
-                    yield FeedEvent(session_id="", kind=ChangeKind.RESET, revision=0)
+                yield from resume.opened()
+                resume.answered(call.initial_metadata())  # blocks until the server answers, or the call fails
                 for message in call:
-                    attempt = 0
-                    if not is_known_kind(message):  # skipped, its cursor kept
-                        cursor, snapshot = message.cursor or cursor, snapshot and not message.cursor
-                        continue
-                    event = feed_event_from_pb(message)
-                    in_snapshot = event.kind in (ChangeKind.SNAPSHOT, ChangeKind.RESET) or (
-                        in_snapshot and not event.cursor
-                    )
-                    if event.cursor:
-                        cursor, snapshot = event.cursor, False
-                    if event.kind is not ChangeKind.PROGRESS:
+                    if (event := resume.received(message)) is not None:
                         yield event
+                    if resume.finished:
+                        return
                 return
             except grpc.RpcError as error:
-                if error.code() not in TRANSIENT_CODES:
+                delay = resume.failed(error.code(), error.details() or "")
+                if delay is None:
                     raise service_error(error) from None
-                if in_snapshot:  # a partial snapshot cannot be resumed: ask for a whole one
-                    cursor, snapshot = "", True
-                time.sleep(retry.delay(attempt))
-                attempt += 1
+                time.sleep(delay)
             finally:
                 call.cancel()

@@ -1,4 +1,9 @@
-"""How results look: rich tables for people, JSON for scripts (``--output json``)."""
+"""How results look: tables for people, JSON or YAML for scripts (``-o json|yaml``).
+
+On a terminal, tables have borders and colours and fit the window; anywhere else (a pipe, a file)
+they are plain columns, never wrapped or cut, so ``ls | grep`` and ``feed > log`` keep whole ids
+and whole lines.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,24 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from sessiontodo_client import FeedEvent, ServiceError, Session, Todo, TodoPriority, TodoStatus, WatchEvent
+from sessiontodo_client import (
+    Connection,
+    ConnectionState,
+    FeedEvent,
+    ServiceError,
+    Session,
+    Todo,
+    TodoPriority,
+    TodoStatus,
+    WatchEvent,
+)
 
 # Plain ASCII marks: they survive every terminal, pager and log file.
 _MARKS = {
@@ -28,45 +45,64 @@ _UNKNOWN_MARK = ("[?]", "magenta")
 class Output(StrEnum):
     TABLE = "table"
     JSON = "json"
+    YAML = "yaml"
+
+
+def plain_data(value: Any) -> Any:
+    """A model, a list of models or plain data, as JSON-ready data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [plain_data(item) for item in value]
+    return value
 
 
 def as_json(value: Any) -> str:
     """One line of JSON for a model, a list of models or plain data."""
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    elif isinstance(value, list):
-        value = [item.model_dump(mode="json") if isinstance(item, BaseModel) else item for item in value]
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(plain_data(value), ensure_ascii=False)
 
 
-def todos_table(todos: Sequence[Todo], title: str | None = None, caption: str | None = None) -> Table:
-    table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
-    table.add_column("", no_wrap=True)
-    table.add_column("ID", style="cyan", no_wrap=True)
-    table.add_column("PRIORITY", no_wrap=True)
-    table.add_column("CONTENT")
-    for todo in todos:
+def as_yaml(value: Any) -> str:
+    """A YAML document (block style, keys in their order) for a model, a list of models or plain data."""
+    return yaml.safe_dump(plain_data(value), sort_keys=False, allow_unicode=True).rstrip("\n")
+
+
+def table(*columns: str, plain: bool, title: str | None = None, caption: str | None = None) -> Table:
+    """A table with borders for a terminal, or ``plain`` columns separated by two spaces."""
+    made = Table(
+        title=title,
+        caption=caption,
+        title_justify="left",
+        caption_justify="left",
+        box=None if plain else box.HEAVY_HEAD,
+        pad_edge=not plain,
+        padding=(0, 2, 0, 0) if plain else (0, 1),
+    )
+    for column in columns:
+        made.add_column(column, justify="right" if column in ("#", "REVISION", "TODOS") else "left")
+    return made
+
+
+def todos_table(todos: Sequence[Todo], *, plain: bool, title: str | None = None, caption: str | None = None) -> Table:
+    """A list with each todo's position (what ``done``, ``start``… accept, as well as an id prefix)."""
+    shown = table("#", "", "ID", "PRIORITY", "CONTENT", plain=plain, title=title, caption=caption)
+    for position, todo in enumerate(todos):
         mark, style = _MARKS[todo.status] if isinstance(todo.status, TodoStatus) else _UNKNOWN_MARK
         priority = todo.priority.value if isinstance(todo.priority, TodoPriority) else str(todo.priority)
-        table.add_row(Text(mark, style), todo.id, priority, Text(todo.content, style))
-    return table
+        shown.add_row(str(position), Text(mark, style), Text(todo.id, "cyan"), priority, Text(todo.content, style))
+    return shown
 
 
 def labels_text(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def sessions_table(sessions: Sequence[Session]) -> Table:
-    table = Table()
-    table.add_column("SESSION", style="bold")
-    table.add_column("PARENT")
-    table.add_column("REVISION", justify="right", no_wrap=True)
-    table.add_column("TODOS", justify="right", no_wrap=True)
-    table.add_column("LABELS")
+def sessions_table(sessions: Sequence[Session], *, plain: bool) -> Table:
+    shown = table("SESSION", "PARENT", "REVISION", "TODOS", "LABELS", plain=plain)
     for session in sessions:
         row = (session.parent_id, str(session.revision), str(session.todo_count), labels_text(session.labels))
-        table.add_row(session.session_id, *row)
-    return table
+        shown.add_row(Text(session.session_id, "bold"), *row)
+    return shown
 
 
 def feed_line(event: FeedEvent) -> Text:
@@ -94,8 +130,9 @@ def summary(todos: Sequence[Todo]) -> str:
     return f"{done}/{len(todos)} completed"
 
 
-def watch_view(event: WatchEvent) -> Group:
-    """The live view of one session: a header with its revision and the last change, then the list."""
+def watch_view(event: WatchEvent, *, plain: bool, connection: str = "") -> Group:
+    """The live view of one session: a header with its revision, the last change and the connection,
+    then the list."""
     header = Text.assemble(
         ("session ", "dim"),
         (event.session_id, "bold"),
@@ -105,23 +142,43 @@ def watch_view(event: WatchEvent) -> Group:
         event.kind.value,
         (f" {event.todo_id}" if event.todo_id else "", "cyan"),
         (f"  by {event.origin}" if event.origin else "", "dim"),
+        (f"  [{connection}]" if connection else "", "yellow"),
     )
     if event.kind.value == "session_removed":
         return Group(header, Text("the session was removed", "bold red"))
-    return Group(header, todos_table(event.todos, caption=summary(event.todos)))
+    return Group(header, todos_table(event.todos, plain=plain, caption=summary(event.todos)))
 
 
-def error(console: Console, output: Output, failure: ServiceError) -> None:
-    """A failed call on stderr: its gRPC code, message, reason and every field violation."""
-    if output is Output.JSON:
+def connection_line(connection: Connection, address: str) -> str:
+    """A change of a watch's connection, for people: what happens, where, and where the stream resumes."""
+    after = f" at {connection.after}" if connection.after else ""
+    if connection.state is ConnectionState.CONNECTING:
+        return f"connecting to {address}…"
+    if connection.state is ConnectionState.CONNECTED:
+        return f"connected to {address}{after}"
+    if connection.state is ConnectionState.RESUMED:
+        return f"resumed{after}" if after else "resumed with a fresh snapshot"
+    reason = f" ({connection.error})" if connection.error else ""
+    return f"reconnecting to {address} in {connection.retry_in or 0:.1f}s{reason}"
+
+
+def error(console: Console, output: Output, failure: ServiceError, hint: str = "") -> None:
+    """A failed call on stderr, once: its gRPC code and message, or each field violation on its own line;
+    ``hint`` says what to do about it."""
+    if output is not Output.TABLE:
         data = {
             "code": failure.code.name,
             "message": failure.message,
             "reason": failure.reason,
             "violations": [{"field": field, "description": text} for field, text in failure.violations],
         }
-        console.out(json.dumps(data, ensure_ascii=False), highlight=False)
+        console.out(as_json(data) if output is Output.JSON else as_yaml(data), highlight=False)
         return
-    console.print(Text.assemble(("Error: ", "bold red"), f"{failure.code.name}: {failure.message}"))
-    for field, text in failure.violations:
-        console.print(Text(f"  {field}: {text}"))
+    if failure.violations:
+        console.print(Text.assemble(("Error: ", "bold red"), f"{failure.code.name}:"), soft_wrap=True)
+        for field, text in failure.violations:
+            console.print(Text(f"  {field}: {text}"), soft_wrap=True)
+    else:
+        console.print(Text.assemble(("Error: ", "bold red"), f"{failure.code.name}: {failure.message}"), soft_wrap=True)
+    if hint:
+        console.print(Text(hint, "dim"), soft_wrap=True)

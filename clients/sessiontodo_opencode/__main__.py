@@ -11,10 +11,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sessiontodo_client import TodoClient
-from sessiontodo_opencode.settings import Settings
+from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_opencode.settings import SIDECAR_EXAMPLES, SIDECAR_GROUPS, Settings
 from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
 
 log = logging.getLogger("sessiontodo_opencode")
+
+PROG = "sessiontodo-opencode"
 
 
 HEALTH_CHECK_TIMEOUT = 5.0
@@ -52,21 +55,31 @@ async def serve(settings: Settings) -> None:
         await running.stop()
 
 
-def main() -> None:
-    settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _run(settings: Settings) -> None:
     try:
         asyncio.run(serve(settings))
     except StartupError as error:
         log.critical("%s", error)
         sys.exit(1)
-    except (OSError, ValueError) as error:  # the CA, certificate or token files
-        sys.exit(f"sessiontodo-opencode: {error}")
     except ListenError as error:
-        print(f"sessiontodo-opencode: {error}; set another with --port / SESSIONTODO_OPENCODE_PORT", file=sys.stderr)
-        sys.exit(2)
+        fail(
+            PROG,
+            f"{error}; stop what uses that port (another sidecar, or OpenCode itself), or pass another --port "
+            "(SESSIONTODO_OPENCODE_PORT)",
+        )
+    except (OSError, ValueError) as error:  # the CA, certificate or token files
+        fail(PROG, str(error))
+
+
+def main() -> None:
+    try:
+        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=SIDECAR_GROUPS, examples=SIDECAR_EXAMPLES)
+    except UsageError as error:
+        fail(PROG, str(error))
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
 
 
 if __name__ == "__main__":

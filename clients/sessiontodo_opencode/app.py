@@ -14,6 +14,8 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -27,7 +29,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sessiontodo_client import NotFound, ServiceError
+from sessiontodo_client import InvalidArgument, NotFound, ServiceError
 from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.fanout import Subscription
 from sessiontodo_opencode.metrics import MetricsMiddleware, SidecarMetrics
@@ -37,11 +39,18 @@ from sessiontodo_opencode.models import (
     ErrorBody,
     ErrorData,
     GlobalEvent,
+    Health,
+    Paths,
     ServerConnected,
     ServerHeartbeat,
+    SyncPayload,
+    TaggedErrorBody,
     Todo,
+    TodoUpdated,
     UpdateSessionBody,
+    sync_event,
 )
+from sessiontodo_opencode.queries import QueryProblem, SessionQuery
 from sessiontodo_opencode.translate import describe_violations
 
 log = logging.getLogger(__name__)
@@ -90,7 +99,20 @@ def bad_request(message: str, kind: str | None = None) -> Response:
     return error_response(400, "BadRequest", message, kind)
 
 
-class _BodyTooLarge(Exception):
+def tagged_bad_request(message: str) -> Response:
+    """Upstream's ``{"_tag": "BadRequest"}`` (what its ``POST /session`` answers), saying what was wrong."""
+    body = TaggedErrorBody(_tag="BadRequest", message=message)
+    return Response(body.model_dump_json(), status_code=400, media_type="application/json")
+
+
+@dataclass(frozen=True)
+class BodyProblem:
+    """Why a request body was refused (each route answers it in upstream's form for that route)."""
+
+    message: str
+
+
+class BodyTooLarge(Exception):
     """A request body over the sidecar's limit: answered 413 before it is all read."""
 
     def __init__(self, limit: int) -> None:
@@ -98,15 +120,15 @@ class _BodyTooLarge(Exception):
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (``_BodyTooLarge``) as soon as it is known to exceed ``limit`` bytes."""
+    """The request body, refused (``BodyTooLarge``) as soon as it is known to exceed ``limit`` bytes."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise _BodyTooLarge(limit)
+        raise BodyTooLarge(limit)
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise _BodyTooLarge(limit)
+            raise BodyTooLarge(limit)
     return bytes(body)
 
 
@@ -139,14 +161,14 @@ Handler = Callable[[Any, Request], Awaitable[Response]]
 
 
 def _answering_service_errors(handler: Handler) -> Handler:
-    """Turn the service's errors about the path's session into OpenCode error answers."""
+    """Turn the service's errors (about the path's session, if any) into OpenCode error answers."""
 
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Request) -> Response:
         try:
             return await handler(self, request)
         except ServiceError as error:
-            return service_error_response(error, request.path_params["session_id"])
+            return service_error_response(error, request.path_params.get("session_id", ""))
 
     return wrapper
 
@@ -201,10 +223,17 @@ class EventStream:
 
 
 def global_frame(event: BusEvent | ServerConnected | ServerHeartbeat) -> bytes:
-    """A ``/global/event`` frame: the event in upstream's envelope with its directory and project."""
+    """A ``/global/event`` frame: the event in upstream's envelope with its directory and project.
+
+    A session event is followed by its ``sync`` frame, as upstream's sync engine sends one.
+    """
     if isinstance(event, ServerConnected | ServerHeartbeat):
         return frame(GlobalEvent(payload=event))
-    return frame(GlobalEvent(directory=event.directory, project=event.project, payload=event))
+    framed = frame(GlobalEvent(directory=event.directory, project=event.project, payload=event))
+    if isinstance(event, TodoUpdated):
+        return framed
+    sync = SyncPayload(id=event.id, syncEvent=sync_event(event))
+    return framed + frame(GlobalEvent(directory=event.directory, project=event.project, payload=sync))
 
 
 async def _until_disconnected(receive: Receive) -> None:
@@ -224,11 +253,17 @@ class OpenCodeRoutes:
         return [
             Route("/event", self.events, methods=["GET"]),
             Route("/global/event", self.global_events, methods=["GET"]),
+            Route("/global/health", self.health, methods=["GET"]),
+            Route("/path", self.paths, methods=["GET"]),
+            Route("/project", self.projects, methods=["GET"]),
+            Route("/project/current", self.current_project, methods=["GET"]),
             Route("/session", self.list_sessions, methods=["GET"]),
             Route("/session", self.create_session, methods=["POST"]),
+            Route("/session/status", self.session_status, methods=["GET"]),
             Route("/session/{session_id}", self.get_session, methods=["GET"]),
             Route("/session/{session_id}", self.update_session, methods=["PATCH"]),
             Route("/session/{session_id}", self.delete_session, methods=["DELETE"]),
+            Route("/session/{session_id}/children", self.children, methods=["GET"]),
             Route("/session/{session_id}/todo", self.get_todos, methods=["GET"]),
             Route("/session/{session_id}/todo", self.put_todos, methods=["PUT"]),
         ]
@@ -238,11 +273,11 @@ class OpenCodeRoutes:
         directory = request.query_params.get("directory") or unquote(request.headers.get("x-opencode-directory", ""))
         return directory or self._bridge.directory
 
-    async def _body(self, request: Request, adapter: TypeAdapter[T], subject: str) -> T | Response:
+    async def _body(self, request: Request, adapter: TypeAdapter[T], subject: str) -> T | BodyProblem:
         try:
             return adapter.validate_json(await read_body(request, self._max_body_bytes) or b"{}")
         except ValidationError as error:
-            return bad_request(validation_message(error, subject), kind="Payload")
+            return BodyProblem(validation_message(error, subject))
 
     async def events(self, request: Request) -> Response | EventStream:
         session_id = request.query_params.get("sessionID")
@@ -259,18 +294,46 @@ class OpenCodeRoutes:
     async def global_events(self, request: Request) -> EventStream:
         return EventStream(self._bridge, self._heartbeat_interval, global_frame, directory=None)
 
+    async def health(self, request: Request) -> Response:
+        return json_response(Health(version=self._bridge.version))
+
+    async def paths(self, request: Request) -> Response:
+        directory = self._directory(request)
+        return json_response(Paths(home=str(Path.home()), worktree=directory, directory=directory))
+
+    async def projects(self, request: Request) -> Response:
+        return json_response(self._bridge.projects())
+
+    async def current_project(self, request: Request) -> Response:
+        return json_response(self._bridge.project_of_directory(self._directory(request)))
+
+    @_answering_service_errors
     async def list_sessions(self, request: Request) -> Response:
-        return json_response(await self._bridge.list_sessions(self._directory(request)))
+        query = SessionQuery.read(request.query_params)
+        if isinstance(query, QueryProblem):
+            return bad_request(query.message, kind="Query")
+        directory = self._directory(request)
+        if query.whole_project:
+            sessions = await self._bridge.list_sessions(project=self._bridge.project_of_directory(directory).id)
+        else:
+            sessions = await self._bridge.list_sessions(directory)
+        return json_response(query.select(sessions))
+
+    async def session_status(self, request: Request) -> Response:
+        """No session is ever busy: the sidecar runs no prompt (upstream lists only busy or retrying ones)."""
+        return Response("{}", media_type="application/json")
 
     async def create_session(self, request: Request) -> Response:
         body = await self._body(request, _CREATE_SESSION, "body")
-        if isinstance(body, Response):
-            return body
+        if isinstance(body, BodyProblem):
+            return tagged_bad_request(body.message)
         try:
             session = await self._bridge.create_session(
                 body.id or "", body.parent_id or "", title=body.title, directory=self._directory(request)
             )
         except ServiceError as error:  # NOT_FOUND here is about the parent
+            if isinstance(error, InvalidArgument):
+                return tagged_bad_request(describe_violations(error.violations) or error.message)
             return service_error_response(error, body.parent_id or "")
         return json_response(session)
 
@@ -282,8 +345,8 @@ class OpenCodeRoutes:
     async def update_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         body = await self._body(request, _UPDATE_SESSION, "body")
-        if isinstance(body, Response):
-            return body
+        if isinstance(body, BodyProblem):
+            return bad_request(body.message, kind="Payload")
         if body.title is None:
             return json_response(await self._bridge.get_session(session_id))
         return json_response(await self._bridge.rename_session(session_id, body.title))
@@ -296,14 +359,18 @@ class OpenCodeRoutes:
         return json_response(True)
 
     @_answering_service_errors
+    async def children(self, request: Request) -> Response:
+        return json_response(await self._bridge.children(request.path_params["session_id"]))
+
+    @_answering_service_errors
     async def get_todos(self, request: Request) -> Response:
         return json_response(await self._bridge.get_todos(request.path_params["session_id"]))
 
     @_answering_service_errors
     async def put_todos(self, request: Request) -> Response:
         todos = await self._body(request, _TODO_LIST, "todos")
-        if isinstance(todos, Response):
-            return todos
+        if isinstance(todos, BodyProblem):
+            return bad_request(todos.message, kind="Payload")
         return json_response(await self._bridge.write_todos(request.path_params["session_id"], todos))
 
 
@@ -361,7 +428,7 @@ def create_app(
         middleware=middleware,
         exception_handlers={
             HTTPException: _http_error,
-            _BodyTooLarge: _body_too_large,
+            BodyTooLarge: _body_too_large,
             Exception: _unexpected_error,
         },
     )

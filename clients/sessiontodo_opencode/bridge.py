@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import grpc
 
@@ -26,9 +27,12 @@ from sessiontodo_client import Todo as ServiceTodo
 from sessiontodo_opencode.fanout import FanOut, Subscription
 from sessiontodo_opencode.models import (
     BusEvent,
+    Project,
+    ProjectTime,
     Session,
     SessionCreated,
     SessionDeleted,
+    SessionEvent,
     SessionProperties,
     SessionUpdated,
     Todo,
@@ -77,7 +81,8 @@ class TodoBridge:
         self._client = client
         self.directory = directory
         self.project = project
-        self._version = version
+        self.version = version
+        self._started_at = milliseconds(datetime.now(UTC))
         self._ready_timeout = ready_timeout
         self._fan_out = FanOut[BusEvent](subscriber_buffer=subscriber_buffer, catch_up_window=catch_up_window)
         self._sessions: dict[str, ServiceSession] = {}
@@ -119,7 +124,7 @@ class TodoBridge:
 
     def info(self, session: ServiceSession) -> Session:
         return session_info(
-            session, default_directory=self.directory, default_project=self.project, version=self._version
+            session, default_directory=self.directory, default_project=self.project, version=self.version
         )
 
     def directory_of(self, session: ServiceSession) -> str:
@@ -138,15 +143,54 @@ class TodoBridge:
         """Raises ``NotFound`` for an unknown session."""
         return self.info(await self._client.get_session(self._opencode_id(session_id)))
 
-    async def list_sessions(self, directory: str | None = None) -> list[Session]:
-        """Every session of ``directory`` (None: of every directory), most recently updated first."""
-        sessions = [
+    async def list_sessions(self, directory: str | None = None, *, project: str | None = None) -> list[Session]:
+        """Every session of ``directory`` and ``project`` (None: of any), most recently updated first."""
+        return self._newest_first(
             session
             for session in await self._client.list_sessions()
-            if session.session_id != GLOBAL_SESSION_ID and directory in (None, self.directory_of(session))
-        ]
-        sessions.sort(key=lambda session: milliseconds(session.updated_at), reverse=True)
-        return [self.info(session) for session in sessions]
+            if directory in (None, self.directory_of(session)) and project in (None, self._project_of(session))
+        )
+
+    async def children(self, session_id: str) -> list[Session]:
+        """The session's children, most recently updated first. Raises ``NotFound`` for an unknown session."""
+        await self._client.get_session(self._opencode_id(session_id))
+        return self._newest_first(await self._client.list_sessions(parent_id=session_id))
+
+    def _newest_first(self, sessions: Iterable[ServiceSession]) -> list[Session]:
+        listed = [session for session in sessions if session.session_id != GLOBAL_SESSION_ID]
+        listed.sort(key=lambda session: milliseconds(session.updated_at), reverse=True)
+        return [self.info(session) for session in listed]
+
+    # Projects
+
+    def projects(self) -> list[Project]:
+        """Every project a session names (and this instance's), from the feed's sessions.
+
+        A project's worktree is this instance's directory for its own project, else the directory of
+        its oldest session; its times span its sessions'.
+        """
+        sessions: dict[str, list[ServiceSession]] = {self.project: []}
+        for session in self._sessions.values():
+            sessions.setdefault(self._project_of(session), []).append(session)
+        return [self._project(project_id, members) for project_id, members in sorted(sessions.items())]
+
+    def project_of_directory(self, directory: str) -> Project:
+        """The project of the directory's most recently updated session (this instance's if it has none),
+        with the directory as its worktree, as upstream's instance for that directory sees it."""
+        members = [session for session in self._sessions.values() if self.directory_of(session) == directory]
+        newest = max(members, key=lambda session: milliseconds(session.updated_at), default=None)
+        project_id = self.project if newest is None else self._project_of(newest)
+        project = self._project(project_id, [s for s in self._sessions.values() if self._project_of(s) == project_id])
+        return project.model_copy(update={"worktree": directory})
+
+    def _project(self, project_id: str, members: Sequence[ServiceSession]) -> Project:
+        if project_id == self.project or not members:
+            worktree = self.directory
+        else:
+            worktree = self.directory_of(min(members, key=lambda session: milliseconds(session.created_at)))
+        created = min((milliseconds(session.created_at) for session in members), default=self._started_at)
+        updated = max((milliseconds(session.updated_at) for session in members), default=self._started_at)
+        return Project(id=project_id, worktree=worktree, time=ProjectTime(created=created, updated=updated))
 
     async def rename_session(self, session_id: str, title: str) -> Session:
         """Set the title; upstream answers (and publishes ``session.updated``) even when nothing changed."""
@@ -215,10 +259,16 @@ class TodoBridge:
         self._fan_out.publish(event)
 
     def _session_event(
-        self, kind: type[SessionCreated | SessionUpdated | SessionDeleted], session: ServiceSession
+        self, kind: type[SessionEvent], session: ServiceSession, revision: int | None = None
     ) -> BusEvent:
+        """The event; ``revision``: the session's at the event (its last known one if None)."""
         properties = SessionProperties(sessionID=session.session_id, info=self.info(session))
-        return kind(properties=properties, directory=self.directory_of(session), project=self._project_of(session))
+        return kind(
+            properties=properties,
+            directory=self.directory_of(session),
+            project=self._project_of(session),
+            seq=session.revision if revision is None else revision,
+        )
 
     def _todos_event(self, session: ServiceSession, todos: Iterable[ServiceTodo]) -> TodoUpdated:
         return todo_updated(session.session_id, todos, self.directory_of(session), self._project_of(session))
@@ -268,7 +318,7 @@ class TodoBridge:
         if event.kind is ChangeKind.SESSION_REMOVED:
             known = self._sessions.pop(event.session_id, None) or event.session
             if known is not None:
-                self._publish(self._session_event(SessionDeleted, known))
+                self._publish(self._session_event(SessionDeleted, known, event.revision))
                 if known.todo_count:  # an extension: clears panels that ignore session.deleted
                     self._publish(self._todos_event(known, []))
             return

@@ -1,4 +1,5 @@
-"""The HTTP front door of the sidecar: Host and Origin checks, optional basic auth.
+"""The HTTP front door of the sidecar (``RequestGuard`` is the MCP server's too): Host and Origin checks,
+optional basic auth.
 
 - **Host** (DNS rebinding): a browser tricked into calling the sidecar through an attacker's
   domain sends that domain as Host. Only IP literals, ``localhost`` (and ``*.localhost``) and the
@@ -17,40 +18,18 @@ from __future__ import annotations
 
 import base64
 import hmac
-import ipaddress
 import logging
 from collections.abc import Sequence
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sessiontodo_client.security import host_allowed, origin_allowed
 from sessiontodo_opencode.models import ErrorBody, ErrorData
 
 log = logging.getLogger(__name__)
-
-
-def host_allowed(host_header: str, allowed_hosts: Sequence[str]) -> bool:
-    """Whether a Host header names this server in a way DNS rebinding cannot forge."""
-    host = urlsplit(f"//{host_header}").hostname or ""
-    if "*" in allowed_hosts or host in (name.lower() for name in allowed_hosts):
-        return True
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True  # an IP literal: no name for an attacker to re-point
-
-
-def origin_allowed(origin: str, host_header: str, allowed_origins: Sequence[str]) -> bool:
-    """Whether a browser request from ``origin`` may reach the sidecar serving ``host_header``."""
-    if "*" in allowed_origins or origin in allowed_origins:
-        return True
-    parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower()
 
 
 def basic_credentials(username: str, password: str) -> str:
@@ -58,15 +37,24 @@ def basic_credentials(username: str, password: str) -> str:
     return base64.b64encode(f"{username}:{password}".encode()).decode()
 
 
-class HttpGuard:
-    """ASGI middleware applying the checks above before ``app`` sees a request."""
+class RequestGuard:
+    """ASGI middleware making the Host and Origin checks (and CORS for ``allowed_origins``) before ``app``
+    sees a request, then asking for ``secret`` unless it is None: every HTTP gateway's front door.
+
+    A subclass says where a client presents its secret (``presented``) and how a refusal reads
+    (``refusal``): the sidecar's is OpenCode's basic auth, the MCP server's a bearer token.
+    """
+
+    challenge = b""
+    """The ``WWW-Authenticate`` value of a 401."""
+    exposed_headers: Sequence[str] = ()
+    """Response headers a browser page of an allowed origin may read."""
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        username: str = "opencode",
-        password: str | None = None,
+        secret: bytes | None,
         allowed_hosts: Sequence[str] = (),
         allowed_origins: Sequence[str] = (),
     ) -> None:
@@ -78,8 +66,9 @@ class HttpGuard:
                 allow_methods=["*"],
                 allow_headers=["*"],
                 allow_credentials=True,
+                expose_headers=list(self.exposed_headers),
             )
-        self._expected = basic_credentials(username, password).encode() if password else None
+        self._secret = secret
         self._allowed_hosts = tuple(allowed_hosts)
         self._allowed_origins = tuple(allowed_origins)
 
@@ -91,30 +80,58 @@ class HttpGuard:
         host = headers.get("host", "")
         origin = headers.get("origin")
         if not host_allowed(host, self._allowed_hosts):
-            await _refuse(send, 403, "Forbidden", f"Host not allowed: {host!r} (see --allowed-hosts)")
+            refused = (403, "Forbidden", f"Host not allowed: {host!r} (see --allowed-hosts)")
+        elif origin is not None and not origin_allowed(origin, host, self._allowed_origins):
+            refused = (403, "Forbidden", f"Origin not allowed: {origin!r} (see --allowed-origins)")
+        elif self._secret is not None and scope["method"] != "OPTIONS" and not self._authorized(scope, headers):
+            refused = (401, "Unauthorized", "Unauthorized")
+        else:
+            await self._app(scope, receive, send)
             return
-        if origin is not None and not origin_allowed(origin, host, self._allowed_origins):
-            await _refuse(send, 403, "Forbidden", f"Origin not allowed: {origin!r} (see --allowed-origins)")
-            return
-        if self._expected is not None and scope["method"] != "OPTIONS" and not self._authorized(scope, headers):
-            await _refuse(send, 401, "Unauthorized", "Unauthorized", [(b"www-authenticate", b'Basic realm="opencode"')])
-            return
-        await self._app(scope, receive, send)
+        status, name, message = refused
+        log.warning("refused HTTP request: %d %s", status, message)
+        body = self.refusal(status, name, message)
+        extra = [(b"www-authenticate", self.challenge)] if status == 401 else []
+        response_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": response_headers + extra})
+        await send({"type": "http.response.body", "body": body})
 
     def _authorized(self, scope: Scope, headers: Headers) -> bool:
-        assert self._expected is not None
+        assert self._secret is not None
+        return hmac.compare_digest(self.presented(scope, headers).strip().encode(), self._secret)
+
+    def presented(self, scope: Scope, headers: Headers) -> str:
+        """The secret the request carries ("" if none)."""
+        raise NotImplementedError
+
+    def refusal(self, status: int, name: str, message: str) -> bytes:
+        """The JSON body of a refused request."""
+        raise NotImplementedError
+
+
+class HttpGuard(RequestGuard):
+    """The sidecar's front door: OpenCode's basic auth and error bodies."""
+
+    challenge = b'Basic realm="opencode"'
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        username: str = "opencode",
+        password: str | None = None,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
+    ) -> None:
+        secret = basic_credentials(username, password).encode() if password else None
+        super().__init__(app, secret=secret, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+
+    def presented(self, scope: Scope, headers: Headers) -> str:
         scheme, _, presented = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "basic":
             presented = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("auth_token", [""])[0]
-        return hmac.compare_digest(presented.strip().encode(), self._expected)
+        return presented
 
-
-async def _refuse(
-    send: Send, status: int, name: str, message: str, extra_headers: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    """An OpenCode-style JSON error, sent without involving the app."""
-    log.warning("refused HTTP request: %d %s", status, message)
-    body = ErrorBody(name=name, data=ErrorData(message=message)).model_dump_json().encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    def refusal(self, status: int, name: str, message: str) -> bytes:
+        """An OpenCode-style JSON error."""
+        return ErrorBody(name=name, data=ErrorData(message=message)).model_dump_json().encode()

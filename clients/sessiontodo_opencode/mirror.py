@@ -1,6 +1,6 @@
 """The other direction: follow a real OpenCode server and mirror its sessions into sessiontodo.
 
-``OpenCodeMirror`` reads OpenCode's ``/global/event`` stream (every directory's events) and
+``OpenCodeImporter`` reads OpenCode's ``/global/event`` stream (every directory's events) and
 applies, one event at a time and in order: ``session.created`` / ``session.updated`` →
 CreateSession / UpdateSession (labels ``title``, ``directory``, ``project``, ``slug``, and
 ``opencode.server`` naming the server); ``todo.updated`` → ReplaceTodos with the full list;
@@ -9,22 +9,40 @@ CreateSession / UpdateSession (labels ``title``, ``directory``, ``project``, ``s
 Events missed while disconnected (an OpenCode restart, a network cut) are recovered by a
 resync after every (re)connect, before any later event is applied: the sessions OpenCode
 lists and the ones mirrored before are read again (``GET /session/{id}`` and
-``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing.
+``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing. OpenCode's
+``todo.updated`` cannot be replayed, and a connection it accepts while starting up may never be
+answered: a (re)connection that does not deliver ``server.connected`` within
+``connected_deadline`` is given up and made again, so the resync comes within seconds.
+
+A list equal to what sessiontodo holds is not written again. What sessiontodo holds is followed
+on its feed (``WatchChanges`` of the imported sessions): a change another client made there is
+known, so OpenCode's next list is written even when it equals the one imported before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from sessiontodo_client import FailedPrecondition, NotFound, RetryPolicy, ServiceError, TodoClient, Unavailable
+from sessiontodo_client import (
+    ChangeKind,
+    FailedPrecondition,
+    FeedEvent,
+    NotFound,
+    RetryPolicy,
+    ServiceError,
+    TodoClient,
+    Unavailable,
+)
 from sessiontodo_client import Session as ServiceSession
 from sessiontodo_opencode.models import Session, Todo
 from sessiontodo_opencode.translate import DIRECTORY, PROJECT, SLUG, TITLE, todo_to_service, todos_from_service
@@ -36,12 +54,14 @@ SERVER_LABEL = "opencode.server"
 """The label naming the OpenCode server a mirrored session comes from."""
 
 SILENCE_TIMEOUT = 30.0
-"""Seconds without a byte after which the stream is opened again: OpenCode sends a heartbeat every
-10 s, and a connection it accepted while starting up may never be answered."""
+"""Seconds without a byte after which the stream is opened again: OpenCode sends a heartbeat every 10 s."""
+CONNECTED_DEADLINE = 5.0
+"""Seconds a (re)connection gets to deliver ``server.connected`` (OpenCode sends it at once) before it is
+given up and made again: a connection OpenCode accepted while starting up may never be answered."""
+FEED_WAIT = 10.0
+"""Seconds a resync waits for sessiontodo's feed to say what it holds; past that, lists are written anyway."""
 MAX_TITLE = 1024
 """Characters of a title kept in its label (far below the service's label limit)."""
-BATCH = 500
-"""Sessions read per BatchGetTodos during a resync."""
 
 _TODOS = TypeAdapter(list[Todo])
 _SESSIONS = TypeAdapter(list[Session])
@@ -53,23 +73,63 @@ def _key(todos: Iterable[Todo]) -> TodoKey:
     return tuple((todo.content, todo.status, todo.priority) for todo in todos)
 
 
-class OpenCodeMirror:
-    """Mirrors one OpenCode server (``http``'s base URL) into the sessiontodo service behind ``client``."""
+@dataclass(frozen=True)
+class _Held:
+    """A session's list as sessiontodo holds it, at a revision."""
 
-    def __init__(self, client: TodoClient, http: httpx.AsyncClient, *, retry: RetryPolicy = RetryPolicy()) -> None:
+    key: TodoKey
+    revision: int
+
+
+class NotConnected(Exception):
+    """OpenCode did not send ``server.connected`` in time on a new connection."""
+
+
+def _reason(error: BaseException) -> str:
+    """What went wrong, also for errors whose text is empty (httpx's timeouts)."""
+    return str(error) or type(error).__name__
+
+
+class OpenCodeImporter:
+    """Imports one OpenCode server (``http``'s base URL) into the sessiontodo service behind ``client``:
+    one way, OpenCode to sessiontodo (the sidecar serves the other way)."""
+
+    def __init__(
+        self,
+        client: TodoClient,
+        http: httpx.AsyncClient,
+        *,
+        retry: RetryPolicy = RetryPolicy(),
+        connected_deadline: float = CONNECTED_DEADLINE,
+        silence_timeout: float = SILENCE_TIMEOUT,
+    ) -> None:
         self._client = client
         self._http = http
         self._retry = retry
+        self._connected_deadline = connected_deadline
+        self._silence_timeout = silence_timeout
         self._server = str(http.base_url).rstrip("/")
-        self._written: dict[str, TodoKey] = {}
-        """The list last written per session, so an unchanged list is not written again."""
+        self._held: dict[str, _Held] = {}
+        """What sessiontodo holds of each imported session (from the feed and from the importer's own
+        writes), so that a list it already holds is not written again."""
+        self._feed_loaded = asyncio.Event()
         self.resyncs = 0
         """How many times the mirror re-read everything (once per (re)connect)."""
         self.skipped = 0
         """Events and sessions skipped because sessiontodo refused them or they were malformed."""
 
     async def run(self) -> None:
-        """Follow the server for ever: reconnect with backoff, resync after every connect."""
+        """Follow the server and sessiontodo's feed for ever: reconnect with backoff, resync after every connect."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._follow_sessiontodo())
+            tasks.create_task(self._follow_opencode())
+
+    def held_revision(self, session_id: str) -> int | None:
+        """sessiontodo's revision of an imported session as the importer last heard of it (None: unknown)."""
+        held = self._held.get(session_id)
+        return None if held is None else held.revision
+
+    async def _follow_opencode(self) -> None:
         attempt = 0
         while True:
             try:
@@ -78,10 +138,44 @@ class OpenCodeMirror:
                     async with self._skipping_refusals(f"event {event}"):
                         await self._apply(event)
                 log.info("OpenCode's event stream ended; reconnecting")
-            except (httpx.HTTPError, ServiceError, ValueError) as error:
-                log.warning("mirroring %s interrupted: %s", self._server, error)
+            except (httpx.HTTPError, ServiceError, ValueError, NotConnected) as error:
+                log.warning("mirroring %s interrupted: %s; reconnecting", self._server, _reason(error))
             await asyncio.sleep(self._retry.delay(attempt))
             attempt += 1
+
+    async def _follow_sessiontodo(self) -> None:
+        """Keep ``_held`` in step with sessiontodo: a snapshot of the imported sessions, then every change,
+        whoever made it (the client resumes the feed across reconnects)."""
+        attempt = 0
+        while True:
+            feed = self._client.watch_changes(
+                include_snapshot=True, include_progress=True, labels={SERVER_LABEL: self._server}
+            )
+            try:
+                async for event in feed:
+                    attempt = 0
+                    self._note(event)
+            except ServiceError as error:
+                log.warning("sessiontodo's feed failed (%s); opening it again", _reason(error))
+            finally:
+                await feed.aclose()
+            await asyncio.sleep(self._retry.delay(attempt))
+            attempt += 1
+
+    def _note(self, event: FeedEvent) -> None:
+        if event.kind is ChangeKind.RESET:
+            self._held = {}
+        elif event.kind is ChangeKind.PROGRESS:
+            self._feed_loaded.set()
+        elif event.kind is ChangeKind.SESSION_REMOVED:
+            self._held.pop(event.session_id, None)
+        else:
+            self._hold(event.session_id, todos_from_service(event.todos), event.revision)
+
+    def _hold(self, session_id: str, todos: Iterable[Todo], revision: int) -> None:
+        held = self._held.get(session_id)
+        if held is None or revision >= held.revision:
+            self._held[session_id] = _Held(_key(todos), revision)
 
     @asynccontextmanager
     async def _skipping_refusals(self, what: str) -> AsyncIterator[None]:
@@ -98,14 +192,26 @@ class OpenCodeMirror:
             log.warning("skipped %.200s: %s", what, error)
 
     async def _events(self) -> AsyncIterator[dict[str, Any]]:
-        """``/global/event`` frames as dicts; ``server.connected`` comes first on every connection."""
-        timeout = httpx.Timeout(10.0, read=SILENCE_TIMEOUT)
-        async with self._http.stream("GET", "/global/event", timeout=timeout) as response:
-            response.raise_for_status()
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    frame: dict[str, Any] = json.loads(line.removeprefix("data:"))
-                    yield frame
+        """``/global/event`` frames as dicts, ``server.connected`` first; raises ``NotConnected`` if the
+        first frame does not come within ``connected_deadline``."""
+        timeout = httpx.Timeout(10.0, read=self._silence_timeout)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with asyncio.timeout(self._connected_deadline):
+                    response = await stack.enter_async_context(
+                        self._http.stream("GET", "/global/event", timeout=timeout)
+                    )
+                    response.raise_for_status()
+                    frames = _frames(response)
+                    stack.push_async_callback(frames.aclose)
+                    first = await anext(frames, None)
+            except TimeoutError:
+                raise NotConnected(f"no server.connected within {self._connected_deadline:g}s") from None
+            if first is None:
+                return
+            yield first
+            async for frame in frames:
+                yield frame
 
     async def _apply(self, frame: Mapping[str, Any]) -> None:
         payload = frame.get("payload") or {}
@@ -143,12 +249,12 @@ class OpenCodeMirror:
 
     async def _remove(self, session_id: str) -> None:
         for removed in await self._client.remove_session(session_id, origin=ORIGIN):
-            self._written.pop(removed, None)
+            self._held.pop(removed, None)
 
     # Lists
 
     async def _mirror_todos(self, session_id: str, todos: list[Todo], frame: Mapping[str, Any]) -> None:
-        if session_id not in self._written:  # not mirrored yet by this process: make sure it exists
+        if session_id not in self._held:  # not known to be in sessiontodo: make sure it exists
             await self._ensure_session(session_id, frame.get("directory"))
         await self._write(session_id, todos)
 
@@ -158,19 +264,21 @@ class OpenCodeMirror:
             await self._mirror_session(Session.model_validate_json(response.content))
 
     async def _write(self, session_id: str, todos: list[Todo]) -> None:
-        key = _key(todos)
-        if self._written.get(session_id) == key:
+        """Replace the session's list, unless sessiontodo holds that list already."""
+        held = self._held.get(session_id)
+        if held is not None and held.key == _key(todos):
             return
-        await self._client.replace_todos(session_id, [todo_to_service(todo) for todo in todos], origin=ORIGIN)
-        self._written[session_id] = key
+        written = await self._client.replace_todos(session_id, [todo_to_service(todo) for todo in todos], origin=ORIGIN)
+        self._hold(session_id, todos_from_service(written.todos), written.revision)
 
     # Resync
 
     async def resync(self) -> None:
         """Make sessiontodo match OpenCode now: every listed session and list, and no removed session."""
         self.resyncs += 1
+        with contextlib.suppress(TimeoutError):  # unknown lists are written again: harmless
+            await asyncio.wait_for(self._feed_loaded.wait(), FEED_WAIT)
         mirrored = await self._client.list_sessions(labels={SERVER_LABEL: self._server})
-        await self._load_written([session.session_id for session in mirrored])
         directories = {session.labels.get(DIRECTORY, "") for session in mirrored} | await self._directories()
         listed: dict[str, Session] = {}
         for directory in sorted(filter(None, directories)):
@@ -185,13 +293,6 @@ class OpenCodeMirror:
                 await self._mirror_session(session)
                 await self._reread_todos(session.id, session.directory)
         log.info("resynced %d OpenCode sessions from %s", len(listed), self._server)
-
-    async def _load_written(self, session_ids: list[str]) -> None:
-        """What sessiontodo holds now, so that a list that did not change is not written again."""
-        self._written = {}
-        for start in range(0, len(session_ids), BATCH):
-            found, _ = await self._client.batch_get_todos(session_ids[start : start + BATCH])
-            self._written |= {entry.session.session_id: _key(todos_from_service(entry.todos)) for entry in found}
 
     async def _directories(self) -> set[str]:
         """The directories OpenCode knows: its own and every project's worktree."""
@@ -227,6 +328,13 @@ class OpenCodeMirror:
         response.raise_for_status()
         await self._mirror_session(Session.model_validate_json(response.content))
         await self._reread_todos(session.session_id, directory)
+
+
+async def _frames(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            frame: dict[str, Any] = json.loads(line.removeprefix("data:"))
+            yield frame
 
 
 def _directory(directory: str | None) -> dict[str, str]:

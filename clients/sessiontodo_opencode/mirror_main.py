@@ -10,10 +10,13 @@ import sys
 import httpx
 
 from sessiontodo_client import TodoClient
-from sessiontodo_opencode.mirror import OpenCodeMirror
-from sessiontodo_opencode.settings import MirrorSettings
+from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_opencode.mirror import OpenCodeImporter
+from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
 
 log = logging.getLogger("sessiontodo_opencode.mirror")
+
+PROG = "sessiontodo-opencode-mirror"
 
 
 async def serve(settings: MirrorSettings) -> None:
@@ -24,7 +27,7 @@ async def serve(settings: MirrorSettings) -> None:
         httpx.AsyncClient(base_url=settings.opencode, timeout=30.0, auth=auth) as http,
     ):
         log.info("mirroring OpenCode at %s into sessiontodo at %s", settings.opencode, settings.sessiontodo_address)
-        mirroring = asyncio.create_task(OpenCodeMirror(client, http).run())
+        mirroring = asyncio.create_task(OpenCodeImporter(client, http).run())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -34,16 +37,25 @@ async def serve(settings: MirrorSettings) -> None:
         await asyncio.gather(mirroring, return_exceptions=True)
 
 
+def _run(settings: MirrorSettings) -> None:
+    try:
+        asyncio.run(serve(settings))
+    except (OSError, ValueError) as error:  # the CA, certificate or token files
+        fail(PROG, str(error))
+
+
 def main() -> None:
-    settings = MirrorSettings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
+    try:
+        settings = parse_settings(
+            MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES
+        )
+    except UsageError as error:
+        fail(PROG, str(error))
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    try:
-        asyncio.run(serve(settings))
-    except (OSError, ValueError) as error:  # the CA, certificate or token files
-        sys.exit(f"sessiontodo-opencode-mirror: {error}")
+    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
 
 
 if __name__ == "__main__":

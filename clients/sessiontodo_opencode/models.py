@@ -137,6 +137,8 @@ class TodoUpdated(_BusEvent):
 class _SessionEvent(_BusEvent):
     type: str  # each subclass narrows it; declared here so that JSON reads id, type, properties
     properties: SessionProperties
+    seq: int = Field(0, exclude=True)
+    """The session's revision at this event: the ``seq`` of its ``sync`` frame (not sent on the event)."""
 
     @property
     def session_id(self) -> str:
@@ -182,6 +184,35 @@ Event = Annotated[
 """Every envelope the ``/event`` stream carries."""
 
 
+SessionEvent = SessionCreated | SessionUpdated | SessionDeleted
+
+
+class SyncEvent(_Wire):
+    """What upstream's sync engine records of a session event: ``session.created.1`` and so on."""
+
+    id: str
+    type: str
+    seq: int
+    """Grows with every event of the session (upstream counts its own events; the sidecar uses the
+    session's revision, which also grows with list changes, so numbers can be skipped)."""
+    aggregate_id: str = Field(alias="aggregateID")
+    data: SessionProperties
+
+
+class SyncPayload(_Wire):
+    """The ``sync`` frame that follows each session event on ``/global/event``, as upstream's."""
+
+    type: Literal["sync"] = "sync"
+    sync_event: SyncEvent = Field(alias="syncEvent")
+    id: str
+
+
+def sync_event(event: SessionEvent) -> SyncEvent:
+    return SyncEvent(
+        id=event.id, type=f"{event.type}.1", seq=event.seq, aggregateID=event.session_id, data=event.properties
+    )
+
+
 class GlobalEvent(_Wire):
     """A ``/global/event`` frame: the event with the directory and project it belongs to.
 
@@ -190,13 +221,60 @@ class GlobalEvent(_Wire):
 
     directory: str | None = None
     project: str | None = None
-    payload: Event
+    payload: Annotated[
+        TodoUpdated
+        | SessionCreated
+        | SessionUpdated
+        | SessionDeleted
+        | ServerConnected
+        | ServerHeartbeat
+        | SyncPayload,
+        Field(discriminator="type"),
+    ]
+
+
+class Health(_Wire):
+    """``GET /global/health``: the sidecar answers (whether sessiontodo does shows on every other route)."""
+
+    healthy: Literal[True] = True
+    version: str
+
+
+class Paths(_Wire):
+    """``GET /path``. The sidecar keeps no state or configuration directory of its own: those are empty."""
+
+    home: str
+    state: str = ""
+    config: str = ""
+    worktree: str
+    directory: str
+
+
+class ProjectTime(_Wire):
+    created: int
+    updated: int
+
+
+class Project(_Wire):
+    """``GET /project``: a project, from the ``project`` labels of the sessions (OpenCode's ``projectID``)."""
+
+    id: str
+    worktree: str
+    time: ProjectTime
+    sandboxes: list[str] = []
 
 
 class ErrorData(_Wire):
     message: str
     kind: str | None = None
     """Where a 400's problem is (``Payload``: the body), as upstream's BadRequest says."""
+
+
+class TaggedErrorBody(_Wire):
+    """Upstream's other error form, ``{"_tag": "BadRequest"}`` (``POST /session``); the sidecar adds a message."""
+
+    tag: str = Field(alias="_tag")
+    message: str
 
 
 class ErrorBody(_Wire):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
@@ -12,9 +13,10 @@ from sessiontodo_client.security import is_loopback_host
 
 
 class Settings(BaseSettings, ServiceConnection):
-    """Every knob of the sidecar; flags win over environment variables, which win over defaults.
+    """Serve OpenCode's todo routes and /event over sessiontodo, for OpenCode's clients and SDKs.
 
-    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``.
+    Every knob is a flag or a SESSIONTODO_OPENCODE_* environment variable; flags win over the
+    environment, which wins over the defaults.
     """
 
     model_config = SettingsConfigDict(
@@ -92,9 +94,10 @@ class Settings(BaseSettings, ServiceConnection):
 
 
 class MirrorSettings(BaseSettings, ServiceConnection):
-    """The mirror's knobs: flags win over ``SESSIONTODO_OPENCODE_MIRROR_*`` variables, which win over defaults.
+    """Follow an OpenCode server and import its sessions and todos into sessiontodo, one way.
 
-    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``.
+    Every knob is a flag or a SESSIONTODO_OPENCODE_MIRROR_* environment variable; flags win over
+    the environment, which wins over the defaults.
     """
 
     model_config = SettingsConfigDict(
@@ -115,7 +118,33 @@ class MirrorSettings(BaseSettings, ServiceConnection):
     sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
 
+    @field_validator("opencode")
+    @classmethod
+    def _an_http_url(cls, value: str) -> str:
+        """A URL httpx can reach: without a scheme, every request fails and the mirror would retry for ever."""
+        url = urlsplit(value)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"expected the server's URL, such as http://127.0.0.1:4096, got {value!r}")
+        return value
 
-# --help shows each flag's environment variable.
-for _name, _field in Settings.model_fields.items():
-    _field.description = f"{_field.description or ''} [env SESSIONTODO_OPENCODE_{_name.upper()}]".lstrip()
+
+CONNECTION_GROUP = {"connection to sessiontodo": ["sessiontodo_address", *ServiceConnection.model_fields]}
+"""The option group every gateway's ``--help`` shows first."""
+
+SIDECAR_GROUPS = {
+    **CONNECTION_GROUP,
+    "serving OpenCode's routes": ["host", "port", "directory", "project", "max_body_bytes", "shutdown_grace"],
+    "security": ["server_username", "server_password", "insecure", "allowed_hosts", "allowed_origins"],
+    "events": ["heartbeat_interval", "subscriber_buffer", "catch_up_window", "ready_timeout"],
+    "logs and metrics": ["log_level", "metrics"],
+}
+SIDECAR_EXAMPLES = (
+    "python -m sessiontodo_opencode     # serves 127.0.0.1:4096 for sessiontodo at 127.0.0.1:50051",
+    "python -m sessiontodo_opencode --port 4097 --sessiontodo-address 127.0.0.1:50052",
+    "OPENCODE_SERVER_PASSWORD=secret python -m sessiontodo_opencode --host 0.0.0.0",
+)
+MIRROR_GROUPS = {
+    **CONNECTION_GROUP,
+    "the OpenCode server": ["opencode", "opencode_username", "opencode_password"],
+}
+MIRROR_EXAMPLES = ("sessiontodo-opencode-mirror --opencode http://127.0.0.1:4096",)

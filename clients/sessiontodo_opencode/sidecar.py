@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from sessiontodo_client import TodoClient
 from sessiontodo_opencode.app import create_app
@@ -18,6 +21,8 @@ from sessiontodo_opencode.bridge import TodoBridge
 from sessiontodo_opencode.guard import HttpGuard
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_opencode.settings import Settings
+
+log = logging.getLogger("sessiontodo_opencode")
 
 
 class ListenError(Exception):
@@ -59,14 +64,8 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     """Serve OpenCode's todo routes for the sessiontodo service behind ``client``."""
     if refusal := settings.refusal():
         raise StartupError(refusal)
-    if settings.port:
-        # Probe first: uvicorn reports a taken port only with a log line and SystemExit.
-        try:
-            with socket.create_server((settings.host, settings.port)):
-                pass
-        except OSError as error:
-            reason = os.strerror(error.errno) if error.errno else str(error)
-            raise ListenError(f"cannot listen on {settings.host}:{settings.port}: {reason}") from error
+    host = settings.host.strip("[]")  # an IPv6 address, bracketed or not
+    probe_port(host, settings.port)
     bridge = TodoBridge(
         client,
         directory=settings.directory,
@@ -75,7 +74,6 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         catch_up_window=settings.catch_up_window,
         ready_timeout=settings.ready_timeout,
     )
-    await bridge.start()
     metrics = SidecarMetrics() if settings.metrics else None
     app = HttpGuard(
         create_app(
@@ -89,14 +87,68 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
         allowed_hosts=settings.allowed_hosts,
         allowed_origins=settings.allowed_origins,
     )
+    try:
+        server, serving, port = await start_uvicorn(
+            app, host=host, port=settings.port, shutdown_grace=settings.shutdown_grace
+        )
+    except BaseException:
+        await bridge.aclose()
+        raise
+    # Said at once: with sessiontodo down, reading its sessions waits for the whole ready timeout.
+    log.info(
+        "listening on http://%s:%d; reading the sessions of sessiontodo at %s (waiting at most %gs; "
+        "requests are answered 503 while it does not answer)",
+        settings.host,
+        port,
+        settings.sessiontodo_address,
+        settings.ready_timeout,
+    )
+    try:
+        await bridge.start()
+    except BaseException:
+        server.should_exit = True
+        await serving
+        await bridge.aclose()
+        raise
+    return RunningSidecar(server, serving, bridge, settings.host, port)
+
+
+def probe_port(host: str, port: int) -> None:
+    """Raise ``ListenError`` if ``host:port`` cannot be listened on (port 0 always can).
+
+    uvicorn reports a taken port only with a log line and SystemExit, so this asks first.
+    """
+    if not port:
+        return
+    try:
+        with socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
+            pass
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise ListenError(f"cannot listen on {host}:{port}: {reason}") from error
+
+
+async def start_uvicorn(
+    app: ASGIApp,
+    *,
+    host: str,
+    port: int,
+    shutdown_grace: float,
+    ssl_certfile: Path | None = None,
+    ssl_keyfile: Path | None = None,
+) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    """Serve ``app`` on ``host:port`` (HTTPS with a certificate) in a task of the running loop, once
+    it listens: the server (set ``should_exit`` and await the task to stop it), the task and the port."""
     config = uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
+        host=host,
+        port=port,
         lifespan="off",
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
+        timeout_graceful_shutdown=math.ceil(shutdown_grace),
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
     )
     # uvicorn binds the port itself: handed a ready socket, its transports keep Nagle's
     # algorithm on and every request on a kept-alive connection waits ~40 ms for a delayed ACK.
@@ -104,9 +156,7 @@ async def start_sidecar(settings: Settings, client: TodoClient) -> RunningSideca
     serving = asyncio.get_running_loop().create_task(server.serve())
     while not server.started:
         if serving.done():
-            await bridge.aclose()
             serving.result()
-            raise RuntimeError("the sidecar stopped while starting")
+            raise RuntimeError("the HTTP server stopped while starting")
         await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    return RunningSidecar(server, serving, bridge, settings.host, port)
+    return server, serving, server.servers[0].sockets[0].getsockname()[1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -23,7 +24,7 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import fd_limits
-from sessiontodo_server.api.auth import AuthFileError, AuthInterceptor
+from sessiontodo_server.api.auth import ANONYMOUS_HEALTH_WATCHES, AuthFileError, AuthInterceptor
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.api.servicer import TodoServicer, add_health_service, add_todo_service
 from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
@@ -54,14 +55,19 @@ def open_store(
     history_limit: int,
     feed_history: int = 4096,
     budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
+    *,
     durability: Durability = "process",
+    redis_wait_replicas: int = 0,
 ) -> TodoStore:
-    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or
-    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis.
-    ``durability`` is the sqlite store's (see ``stores/sqlite.py``)."""
+    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis, or
+    ``etcd[s]://host:2379,host:2379,host:2379/prefix`` for several replicas on an etcd cluster.
+    ``durability`` is the sqlite store's (see ``stores/sqlite.py``), ``redis_wait_replicas`` the Redis store's."""
     scheme = urlsplit(url).scheme
     if durability != "process" and scheme != "sqlite":
         raise ValueError(f"--durability {durability} applies to the sqlite store, not {scheme}://")
+    if redis_wait_replicas and scheme not in ("redis", "rediss"):
+        raise ValueError(f"--redis-wait-replicas applies to the Redis store, not {scheme}://")
     if scheme == "memory":
         return MemoryStore(history_limit, feed_history=feed_history, budget=budget)
     if scheme == "sqlite":
@@ -74,9 +80,14 @@ def open_store(
     if scheme in ("redis", "rediss"):
         from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
 
-        return RedisStore(url, history_limit, feed_history)
+        return RedisStore(url, history_limit, feed_history, redis_wait_replicas)
+    if scheme in ("etcd", "etcds"):
+        from sessiontodo_server.stores.etcd import EtcdStore
+
+        return EtcdStore(url, history_limit, feed_history, budget)
     raise ValueError(
-        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db or redis://host:port/db"
+        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db, redis://host:port/db"
+        " or etcd://host:2379,…/prefix"
     )
 
 
@@ -97,6 +108,16 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         ("grpc.http2.min_ping_interval_without_data_ms", _ms(settings.min_client_ping_interval)),
         ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 1),
+        # HTTP/2 rapid reset (HEADERS then RST_STREAM in a loop, CVE-2023-44487): gRPC core's own
+        # protections, set here on purpose. Fewer new streams are taken per read of a connection;
+        # streams over the concurrency limit, counting reset ones not yet freed, are refused; and
+        # resets are answered with a PING the client must acknowledge: a client that resets
+        # without reading stalls its own connection (gRPC stops reading it), and one that never
+        # acknowledges is dropped when the ping times out.
+        ("grpc.http2.max_requests_per_read", MAX_REQUESTS_PER_READ),
+        ("grpc.http.overload_protection", 1),
+        ("grpc.http2.ping_on_rst_stream_percent", 100),
+        ("grpc.http2.ping_timeout_ms", _ms(settings.keepalive_timeout)),
     ]
     if settings.max_connection_age:
         options += [
@@ -106,6 +127,9 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
     return options
 
 
+MAX_REQUESTS_PER_READ = 16
+"""New streams gRPC core accepts from one connection per read (its default is 32)."""
+
 _FOREVER = 2**31 - 1  # INT_MAX: what gRPC core takes as "never"
 
 
@@ -114,20 +138,26 @@ def _ms(seconds: float) -> int:
 
 
 class ListenError(Exception):
-    """The server cannot listen on its address: taken, not an address of this host, or not permitted."""
+    """The server cannot listen on its address: taken (``in_use``), not an address of this host, or not permitted."""
+
+    def __init__(self, message: str, *, in_use: bool = False) -> None:
+        super().__init__(message)
+        self.in_use = in_use
 
 
 def _listen(server: grpc.aio.Server, settings: Settings, credentials: grpc.ServerCredentials | None) -> int:
     """Bind the port, failing with one clear sentence (gRPC's own error says only to turn on its debug logs)."""
-    address = f"{settings.host}:{settings.port}"
+    host = settings.host.strip("[]")
+    address = f"[{host}]:{settings.port}" if ":" in host else f"{host}:{settings.port}"
     if settings.port and not settings.reuse_port:
         # Probe first, as gRPC binds (SO_REUSEADDR): a taken port fails here without gRPC's log noise.
         try:
-            with socket.create_server((settings.host, settings.port)):
+            with socket.create_server((host, settings.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
                 pass
         except OSError as error:
             raise ListenError(
-                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}"
+                f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}",
+                in_use=error.errno == errno.EADDRINUSE,
             ) from error
     try:
         port: int = (
@@ -226,7 +256,9 @@ def _security(settings: Settings) -> _Security:
         tls = None
         if settings.tls_cert is not None and settings.tls_key is not None:
             tls = ReloadableTls(TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca))
-        auth = AuthInterceptor(settings.auth_file) if settings.auth_file is not None else None
+        auth = None
+        if settings.auth_file is not None:
+            auth = AuthInterceptor(settings.auth_file, min(ANONYMOUS_HEALTH_WATCHES, settings.max_watchers))
     except (TlsError, AuthFileError) as error:
         raise StartupError(str(error)) from error
     return _Security(tls, auth)
@@ -254,7 +286,8 @@ async def start_server(
             settings.history_limit,
             settings.feed_history,
             settings.budget(),
-            settings.durability,
+            durability=settings.durability,
+            redis_wait_replicas=settings.redis_wait_replicas,
         )
     )
     if metrics is not None or tracer_provider is not None:
@@ -310,6 +343,7 @@ async def _serve(
         limits.max_watchers,
         settings.budget().buffers,
         limits.max_watchers_per_tenant,
+        position=store.feed_position(),  # a restarted server's feeds go on from the store's cursor
     )
     book = TodoBook(store, hub, limits, default_idle_ttl=settings.default_idle_ttl, observer=metrics)
     streams = TodoStreams(book, store, hub, limits, progress_interval=settings.progress_interval, observer=metrics)
@@ -345,12 +379,12 @@ async def _serve(
     expiry = asyncio.create_task(book.run_expiry(settings.expiry_interval), name="expire idle sessions")
     watch = asyncio.create_task(fd_limits.watch(file_descriptors, max_connections), name="descriptor watch")
     log.info(
-        "serving on %s:%d (%s, %s) with store %s; at most %d connections of %d streams each",
+        "serving on %s:%d (%s, %s), data in %s; Ctrl-C to stop (at most %d connections of %d streams each)",
         settings.host,
         port,
         "plaintext" if security.tls is None else ("mutual TLS" if settings.tls_client_ca else "TLS"),
         "bearer tokens" if security.auth is not None else "no authentication",
-        redact_url(settings.store),
+        settings.data_location(),
         max_connections,
         settings.max_streams_per_connection,
     )

@@ -11,13 +11,16 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_server.domain.budget import DEFAULT_BUDGET, MemoryBudget
-from sessiontodo_server.domain.todos import Limits
+from sessiontodo_server.domain.todos import MAX_IDLE_TTL, Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 
 
 class Settings(BaseSettings):
-    """Every knob of the server; flags win over environment variables, which win over defaults."""
+    """Serve per-session todo lists over gRPC (sessiontodo.v1.TodoService) until Ctrl-C or SIGTERM.
+
+    Every knob is a flag or a SESSIONTODO_* environment variable; flags win over the environment,
+    which wins over the defaults."""
 
     model_config = SettingsConfigDict(
         env_prefix="SESSIONTODO_", cli_kebab_case=True, cli_prog_name="sessiontodo-server"
@@ -27,12 +30,19 @@ class Settings(BaseSettings):
     port: int = Field(50051, ge=0, le=65535, description="Port to listen on; 0 picks a free one.")
     store: str = Field(
         DEFAULT_STORE,
-        description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db.",
+        description="Store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, redis://host:port/db,"
+        " etcd://host:2379,host:2379,host:2379/prefix.",
     )
     durability: Literal["process", "fsync"] = Field(
         "process",
         description="sqlite store: acknowledge writes once they survive a process crash (process) or an OS crash"
         " and power loss too (fsync: synchronous=FULL, group-committed).",
+    )
+    redis_wait_replicas: int = Field(
+        0,
+        ge=0,
+        description="Redis store: answer a write only once this many Redis replicas have it (WAIT), so that promoting"
+        " one after the primary dies loses no acknowledged write; UNAVAILABLE when they do not confirm in time.",
     )
     history_limit: int = Field(64, ge=0, description="Changes kept per session for resuming watchers.")
     feed_history: int = Field(
@@ -41,6 +51,7 @@ class Settings(BaseSettings):
     default_idle_ttl: float = Field(
         0,
         ge=0,
+        le=MAX_IDLE_TTL,
         description="Seconds a session may go without a change before it expires, unless it sets its own; 0 never.",
     )
     expiry_interval: float = Field(1.0, gt=0, description="Seconds between checks for expired sessions.")
@@ -148,6 +159,12 @@ class Settings(BaseSettings):
             return "--tls-cert and --tls-key go together"
         if self.tls_client_ca is not None and self.tls_cert is None:
             return "--tls-client-ca needs --tls-cert and --tls-key"
+        if self.metrics_port is not None and not (_is_loopback(self.metrics_host) or self.insecure):
+            return (
+                f"refusing to serve metrics on {self.metrics_host!r}: the metrics endpoint is plain HTTP without "
+                "tokens, open to anyone who can reach it; bind it to 127.0.0.1, or pass --insecure if the network "
+                "is trusted"
+            )
         if _is_loopback(self.host) or self.insecure or (self.tls_cert is not None and self.auth_file is not None):
             return None
         needed = (("--tls-cert/--tls-key", self.tls_cert), ("--auth-file", self.auth_file))
@@ -156,6 +173,15 @@ class Settings(BaseSettings):
             f"refusing to listen on {self.host!r} without {missing}: anyone who can reach the port could read and "
             "change every session; add them, bind 127.0.0.1, or pass --insecure if the network is trusted"
         )
+
+    def data_location(self) -> str:
+        """Where the data lives, for people: the sqlite file's absolute path, memory, or the redacted Redis URL."""
+        scheme = urlsplit(self.store).scheme
+        if scheme == "sqlite" and self.store.startswith("sqlite:///"):
+            return str(Path(self.store.removeprefix("sqlite:///")).resolve())
+        if scheme == "memory":
+            return "memory only (gone when the server stops)"
+        return redact_url(self.store)
 
     def limits(self) -> Limits:
         return Limits(
@@ -195,6 +221,41 @@ def _is_loopback(host: str) -> bool:
         return False  # a name other than localhost may resolve to anything
 
 
-# --help shows each flag's environment variable.
-for _name, _field in Settings.model_fields.items():
-    _field.description = f"{_field.description or ''} [env SESSIONTODO_{_name.upper()}]".lstrip()
+HELP_GROUPS = {
+    "listening": ["host", "port", "reuse_port", "reflection", "event_loop", "shutdown_grace"],
+    "data": ["store", "durability", "history_limit", "feed_history", "default_idle_ttl", "expiry_interval"],
+    "security": ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "insecure"],
+    "logs, metrics and traces": ["log_level", "log_format", "log_requests", "metrics_port", "metrics_host", "tracing"],
+    "watches": ["watch_buffer", "progress_interval"],
+    "connections": [
+        "max_connection_age",
+        "max_streams_per_connection",
+        "max_connections",
+        "max_connection_idle",
+        "request_timeout",
+        "keepalive_time",
+        "keepalive_timeout",
+        "min_client_ping_interval",
+    ],
+    "limits (a call beyond one fails and changes nothing)": [
+        "memory_budget",
+        "max_session_id_length",
+        "max_todo_id_length",
+        "max_content_length",
+        "max_todos_per_session",
+        "max_list_bytes",
+        "max_sessions",
+        "max_watchers",
+        "max_sessions_per_tenant",
+        "max_watchers_per_tenant",
+        "memory_per_tenant",
+    ],
+}
+"""The option groups of ``--help``."""
+
+HELP_EXAMPLES = (
+    "python -m sessiontodo_server                       # 127.0.0.1:50051, data in data/sessiontodo.db",
+    "python -m sessiontodo_server --store memory://     # nothing kept after exit",
+    "python -m sessiontodo_server --port 50052 --store sqlite:///data/second.db   # a second server",
+    "SESSIONTODO_LOG_LEVEL=debug python -m sessiontodo_server",
+)

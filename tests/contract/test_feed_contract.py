@@ -282,3 +282,50 @@ async def test_the_typed_client_resumes_its_feed_across_a_server_restart(tmp_pat
     assert [e.session_id for e in events] == ["s", GLOBAL]
     # Nothing changed while the server was down, so the cursor resumed without a reset.
     assert (event.kind, event.session_id, event.revision) == (ChangeKind.TODO_ADDED, "s", 1)
+
+
+async def test_a_session_whose_labels_stop_matching_leaves_a_label_filtered_feed_and_can_come_back(
+    stub: pb_grpc.TodoServiceStub,
+) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", labels={"team": "a"}))
+    await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="s", todos=[pb.Todo(id="t", content="x")]))
+    feed, snapshot = await open_feed(stub, filter=pb.SessionFilter(labels={"team": "a"}))
+    await stub.UpdateSession(pb.UpdateSessionRequest(session_id="s", labels={"team": "b"}))
+    await stub.UpdateSession(pb.UpdateSessionRequest(session_id="s", labels={"other": "label"}))  # out of view
+    await stub.UpdateSession(pb.UpdateSessionRequest(session_id="s", labels={"team": "a"}))
+    left, _, back = await read_changes(feed, 3)
+    feed.cancel()
+
+    resumed = stub.WatchChanges(
+        pb.WatchChangesRequest(after_cursor=snapshot[-1].cursor, filter=pb.SessionFilter(labels={"team": "a"}))
+    )
+    replayed = await read_changes(resumed, 1)
+    resumed.cancel()
+    assert [m.session_id for m in snapshot[:-1]] == ["s"]
+    assert (left.kind, left.session_id, len(left.todos)) == (Kind.CHANGE_KIND_SESSION_LEFT_VIEW, "s", 0)
+    assert left.cursor
+    assert left.session.labels["team"] == "b"
+    assert (back.kind, [t.content for t in back.todos]) == (Kind.CHANGE_KIND_SESSION_UPDATED, ["x"])
+    assert replayed[0].kind == Kind.CHANGE_KIND_SESSION_LEFT_VIEW
+
+
+async def test_a_fresh_feed_after_a_sqlite_restart_bookmarks_a_cursor_that_resumes_without_a_reset(
+    start: Callable[..., Any], tmp_path: Path
+) -> None:
+    settings = {"store": f"sqlite:///{tmp_path / 'todos.db'}", "progress_interval": 0.2}
+    first: RunningServer = await start(**settings)
+    async with grpc.aio.insecure_channel(first.address) as channel:
+        await pb_grpc.TodoServiceStub(channel).CreateSession(pb.CreateSessionRequest(session_id="before"))
+    await first.stop()
+    second: RunningServer = await start(**settings)
+    async with grpc.aio.insecure_channel(second.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        fresh = stub.WatchChanges(pb.WatchChangesRequest())  # from now: nothing but bookmarks
+        bookmark = await read(fresh)
+        fresh.cancel()
+        resumed = stub.WatchChanges(pb.WatchChangesRequest(after_cursor=bookmark.cursor))
+        first_resumed = await read(resumed)
+        resumed.cancel()
+    assert bookmark.kind == Kind.CHANGE_KIND_PROGRESS
+    assert not bookmark.cursor.endswith(".0")
+    assert first_resumed.kind == Kind.CHANGE_KIND_PROGRESS  # not a RESET and a snapshot

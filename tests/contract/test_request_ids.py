@@ -57,6 +57,25 @@ async def test_a_reused_request_id_asking_for_something_else_is_failed_precondit
         assert [t.content for t in (await client.get_todos("s")).todos] == ["once"]
 
 
+@pytest.mark.parametrize(
+    "different", [{"origin": "another-gateway"}, {"expected_revision": 0}], ids=["origin", "expected_revision"]
+)
+async def test_a_reused_request_id_with_another_origin_or_expected_revision_is_failed_precondition(
+    start: Callable[..., Any], store_url: str, different: dict[str, Any]
+) -> None:
+    server: RunningServer = await start(store=store_url)
+    async with TodoClient.connect(server.address) as client:
+        await client.create_session("s")
+        await client.add_todo("s", Todo(id="t", content="once"), request_id="r-1", origin="gateway")
+        with pytest.raises(FailedPrecondition) as raised:
+            await client.add_todo(
+                "s", Todo(id="t", content="once"), request_id="r-1", **{"origin": "gateway", **different}
+            )
+        todos = (await client.get_todos("s")).todos
+    assert raised.value.reason == "REQUEST_ID_REUSED"
+    assert [t.content for t in todos] == ["once"]
+
+
 async def test_request_ids_are_per_session(start: Callable[..., Any], store_url: str) -> None:
     server: RunningServer = await start(store=store_url)
     async with TodoClient.connect(server.address) as client:

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,18 +169,24 @@ async def run_node_suite(suite: Path, env: dict[str, str], timeout: float = 240.
 
     ``--test-force-exit`` keeps an SDK stream left open from hanging node after the tests.
     """
+    assert (ROOT / "node_modules").is_dir(), "run `npm ci` (make test does)"
+    args = ["--test", "--test-force-exit", f"--test-timeout={int(timeout * 1000)}", "--test-reporter=tap", str(suite)]
+    return NodeRun(*await run_node(args, env={**os.environ, **env}, cwd=ROOT, timeout=timeout))
+
+
+async def run_node(
+    args: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float, stdin: int | None = None
+) -> tuple[int, str]:
+    """``node args`` until it exits (killed after ``timeout`` seconds): its status and its output
+    (stdout and stderr), without blocking the event loop (the test's servers run on it)."""
     node = shutil.which("node")
     assert node, "node must be on PATH"
-    assert (ROOT / "node_modules").is_dir(), "run `npm ci` (make test does)"
     process = await asyncio.create_subprocess_exec(
         node,
-        "--test",
-        "--test-force-exit",
-        f"--test-timeout={int(timeout * 1000)}",
-        "--test-reporter=tap",
-        str(suite),
-        cwd=ROOT,
-        env={**os.environ, **env},
+        *args,
+        cwd=cwd,
+        env=dict(env),
+        stdin=stdin,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -191,4 +197,4 @@ async def run_node_suite(suite: Path, env: dict[str, str], timeout: float = 240.
             process.kill()
             await process.wait()
     assert process.returncode is not None
-    return NodeRun(process.returncode, output.decode())
+    return process.returncode, output.decode()

@@ -33,6 +33,9 @@ class Issued:
         self.key.write_bytes(other.key_pem)
 
 
+_A_DAY = datetime.timedelta(days=1)
+
+
 class CertificateAuthority:
     """A self-signed CA that writes what it issues as PEM files into ``folder``."""
 
@@ -68,7 +71,9 @@ class CertificateAuthority:
     def cert_pem(self) -> bytes:
         return self.cert.read_bytes()
 
-    def _builder(self, subject: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+    def _builder(
+        self, subject: x509.Name, public_key: ec.EllipticCurvePublicKey, valid_for: datetime.timedelta = _A_DAY
+    ) -> x509.CertificateBuilder:
         now = datetime.datetime.now(datetime.UTC)
         return (
             x509.CertificateBuilder()
@@ -76,14 +81,16 @@ class CertificateAuthority:
             .issuer_name(self._subject)
             .public_key(public_key)
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(min(now, now + valid_for) - datetime.timedelta(minutes=5))
+            .not_valid_after(now + valid_for)
         )
 
-    def issue(self, common_name: str, *, server: bool) -> Issued:
-        """A leaf certificate: for a server on 127.0.0.1/localhost, or for a client."""
+    def issue(self, common_name: str, *, server: bool, valid_for: datetime.timedelta = _A_DAY) -> Issued:
+        """A leaf certificate: for a server on 127.0.0.1/localhost, or for a client; a negative
+        ``valid_for`` makes one that has expired."""
         key = ec.generate_private_key(ec.SECP256R1())
-        builder = self._builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]), key.public_key())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        builder = self._builder(subject, key.public_key(), valid_for)
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(

@@ -1,7 +1,8 @@
 """A fault run: concurrent writers on several sessions, and for each session a following, a
 slow and a cancelling-and-resuming consumer, while faults are applied to the server one after
 the other; then no acknowledged write may be lost and every watcher's record must pass
-``watch_validators.validate``. Shared by the sqlite and Redis robustness tests."""
+``watch_validators.validate``. Shared by the sqlite and Redis robustness tests, like the expiry
+race (writes against a fast expiry sweep)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import random
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 
-from sessiontodo_client import ServiceError, Todo, TodoClient
+from sessiontodo_client import ChangeKind, NotFound, RemovalReason, ServiceError, Todo, TodoClient
 from tests.support import ServerProcess, eventually
 from tests.support.watch_validators import SessionLog, as_list, validate
 
@@ -155,3 +156,60 @@ async def run_through_faults(start: Callable[[], ServerProcess], faults: list[Fa
     problems = [problem for sid, log in logs.items() for problem in validate(log, finals[sid].revision)]
     assert not problems, "\n".join(problems)
     assert all(len(log.watchers) == 3 for log in logs.values())
+
+
+IDLE_TTL = 1.0
+"""The expiry race's sessions expire after a second without a write (the shortest TTL allowed)."""
+
+
+async def race_writes_against_expiry(address: str, sessions: int = 40, seconds: float = 8.0) -> list[str]:
+    """AddTodo on sessions with a one-second idle TTL, each write landing near its session's
+    deadline (some just before, some just after), while the server sweeps for expired sessions
+    every few milliseconds. A session removed as EXPIRED sooner than a TTL after the request of a
+    write it acknowledged was sent has erased that write. Returns those erasures (none expected)
+    and fails if the race never came close (no session expired at all)."""
+    sent_at: dict[tuple[str, int], float] = {}
+    """(session, revision of an acknowledged AddTodo) -> when its request was sent."""
+    expired: list[tuple[str, int, float]] = []
+    """(session, revision of its removal, when the feed reported it)."""
+    loop = asyncio.get_running_loop()
+    rng = random.Random(27)
+    async with TodoClient.connect(address) as client:
+        ids = [f"ttl{n}" for n in range(sessions)]
+        for session_id in ids:
+            await client.create_session(session_id, idle_ttl=IDLE_TTL)
+
+        async def removals() -> None:
+            async for event in client.watch_changes():
+                if event.kind is ChangeKind.SESSION_REMOVED and event.removal_reason is RemovalReason.EXPIRED:
+                    expired.append((event.session_id, event.revision, loop.time()))
+
+        async def write_near_the_deadline(session_id: str, until: float) -> None:
+            n = 0
+            while loop.time() < until:
+                await asyncio.sleep(IDLE_TTL * rng.uniform(0.9, 1.05))
+                n += 1
+                started = loop.time()
+                try:
+                    added = await client.add_todo(session_id, Todo(content=f"{session_id}/{n}"))
+                except NotFound:  # it expired (rightly, if the write came late): start it again
+                    await client.create_session(session_id, idle_ttl=IDLE_TTL)
+                    continue
+                sent_at[session_id, added.revision] = started
+
+        watching = asyncio.create_task(removals())
+        try:
+            await asyncio.sleep(0.2)  # the feed is open before the first write
+            until = loop.time() + seconds
+            await asyncio.gather(*(write_near_the_deadline(session_id, until) for session_id in ids))
+            await asyncio.sleep(IDLE_TTL * 2)  # the last removals reach the feed
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ServiceError):
+                await watching
+    assert expired, "no session expired: the writes never raced the sweep"
+    return [
+        f"{session_id}: expired {(seen - sent) * 1000:.0f} ms after its write at revision {revision - 1} was sent"
+        for session_id, revision, seen in expired
+        if (sent := sent_at.get((session_id, revision - 1))) is not None and seen - sent < IDLE_TTL
+    ]

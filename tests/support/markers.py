@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY_MARKERS = frozenset({"slow", "process", "peer", "redis"})
+HEAVY_MARKERS = frozenset({"slow", "process", "peer", "redis", "etcd"})
 """What the unit tier never holds."""
 
 _STARTING_A_PROCESS = frozenset(

@@ -29,11 +29,12 @@ def redis_server_binary() -> str:
 class RedisServer:
     """One ``redis-server`` process; ``stop``/``kill`` and ``start`` again keep port and data."""
 
-    def __init__(self, directory: Path, *, cluster_node: bool = False) -> None:
+    def __init__(self, directory: Path, *, cluster_node: bool = False, replica_of: RedisServer | None = None) -> None:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._directory = directory
         self._cluster_node = cluster_node
+        self._replica_of = replica_of
         self._process: subprocess.Popen[bytes] | None = None
         directory.mkdir(parents=True, exist_ok=True)
 
@@ -44,11 +45,33 @@ class RedisServer:
         if self._cluster_node:
             argv += ["--cluster-enabled", "yes", "--cluster-config-file", str(self._directory / "nodes.conf")]
             argv += ["--cluster-port", str(free_port())]  # the default (port + 10000) may be taken or past 65535
+        if self._replica_of is not None:
+            argv += ["--replicaof", "127.0.0.1", str(self._replica_of.port)]
         self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
         self._wait_until_ready()
         if self._cluster_node:
             self._own_every_slot()
+        if self._replica_of is not None:
+            self._wait_until_replicating()
         return self
+
+    def _wait_until_replicating(self, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self._client() as client:
+            while client.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica never caught up with its primary"
+                time.sleep(0.02)
+
+    def cut_off(self) -> None:
+        """A replica losing its link to its primary (a network partition): it keeps its data and
+        receives no more writes (its primary becomes an address where nothing listens)."""
+        with self._client() as client:
+            client.execute_command("REPLICAOF", "127.0.0.1", free_port())
+
+    def promote(self) -> None:
+        """``REPLICAOF NO ONE``: what an operator or Sentinel does to a replica when its primary died."""
+        with self._client() as client:
+            client.execute_command("REPLICAOF", "NO", "ONE")
 
     def _client(self) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)

@@ -31,8 +31,11 @@ FIGURES = (
     "10. durability",
     "11. event loop",
     "12. big lists",
+    "13. web board",
+    "14. etcd store",
+    "15. batched writes",
 )
-UNTARGETED = {"9. vs etcd", "11. event loop"}
+UNTARGETED = {"9. vs etcd", "11. event loop", "14. etcd store"}
 """Figures reported as ratios without a target."""
 
 

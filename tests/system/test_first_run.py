@@ -61,7 +61,7 @@ def test_help_explains_each_limit() -> None:
 
     options = help_text.split("options:", 1)[1]
     for flag in ("--max-session-id-length", "--max-todos-per-session", "--max-sessions", "--max-watchers"):
-        explained = options.split(f" {flag} int ", 1)[1].split(" --", 1)[0]
+        explained = options.split(f" {flag} N ", 1)[1].split(" --", 1)[0]
         assert "INVALID_ARGUMENT" in explained or "RESOURCE_EXHAUSTED" in explained, explained
 
 

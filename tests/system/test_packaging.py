@@ -3,8 +3,8 @@
 The sdist and the wheel are built from a clean copy of the work tree (no generated code, no
 venv), the wheel is installed into a fresh venv, and every module is imported from there and
 every console script started. The declared lowest versions of the direct dependencies are
-installed into another venv that runs the unit tier and the in-process peer tests (markers ``not
-slow and not process``): floors that are not true fail here.
+installed into another venv that runs the in-process tests (markers ``not slow and not process``):
+floors that are not true fail here.
 uv (a dev dependency) keeps its downloads in its cache, so a second run needs no network.
 """
 
@@ -34,18 +34,21 @@ PACKAGES = (
     "sessiontodo_opencode",
     "sessiontodo_acp",
     "sessiontodo_ctl",
+    "sessiontodo_mcp",
+    "sessiontodo_web",
 )
 TYPED = ("sessiontodo/v1", *PACKAGES[1:])
 GENERATED = [
-    f"sessiontodo/v1/todo_service{suffix}" for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+    f"{module}{suffix}"
+    for module in ("sessiontodo/v1/todo_service", "sessiontodo_etcd/etcdserverpb/rpc", "sessiontodo_etcd/mvccpb/kv")
+    for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
-RUNTIME_EXTRAS = "opencode,acp,redis,ctl,tracing"
-# The unit tier and the peer tests that run in this one process, quickly: between them they touch
-# every direct dependency — protobuf and grpcio (client and server) everywhere, pydantic and
-# pydantic-settings (configuration, OpenCode and ACP models), starlette/uvicorn/httpx and
-# prometheus-client (the sidecar), the ACP SDK, typer and rich (sessiontodoctl's calls);
-# collecting tests/peers imports redis-py.
-IN_PROCESS_TESTS = ("tests/unit", "tests/peers", "-m", "not slow and not process")
+RUNTIME_EXTRAS = "opencode,acp,mcp,redis,ctl,tracing"
+# The tests that run in one process and quickly: between them they touch every direct
+# dependency — protobuf and grpcio everywhere, pydantic and pydantic-settings (configuration,
+# OpenCode and ACP models), starlette/uvicorn/httpx (the sidecar), the ACP SDK, typer and rich
+# (sessiontodoctl), OpenTelemetry, prometheus-client, jsonschema (the MCP tools); collecting them imports redis-py.
+IN_PROCESS_TESTS = "not slow and not process"
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 300, pythonpath: str = "") -> str:
@@ -92,6 +95,7 @@ def test_the_sdist_and_the_wheel_contain_the_generated_code_and_the_type_markers
     assert {f"protos/{name}" for name in GENERATED} <= in_sdist
     assert set(GENERATED) <= in_wheel
     assert {f"{package}/py.typed" for package in TYPED} <= in_wheel
+    assert {"sessiontodo_web/static/index.html", "sessiontodo_web/static/assets/js/main.js"} <= in_wheel
 
 
 def test_the_wheel_installs_into_a_fresh_venv_with_every_module_and_command_working(
@@ -149,7 +153,8 @@ def test_the_lowest_declared_versions_pass_the_in_process_tests(built: tuple[Pat
         "-q",
         "-p",
         "no:cacheprovider",
-        *IN_PROCESS_TESTS,
+        "-m",
+        IN_PROCESS_TESTS,
         cwd=ROOT,
         timeout=500,
         pythonpath=source_roots,

@@ -1,14 +1,26 @@
 """The watch contract and durability under faults, checked by the etcd-style validators:
-the sqlite server killed with SIGKILL, stopped with SIGTERM, and restarted under load."""
+the sqlite server killed with SIGKILL, stopped with SIGTERM, and restarted under load; the idle-TTL
+expiry raced against writes; and attacks: memory vectors (labels, never-reading watches) and an
+HTTP/2 rapid reset flood."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import statistics
+import sys
+import time
 from pathlib import Path
 
+import grpc
 import pytest
 
-from tests.support import ServerProcess
-from tests.support.fault_run import run_through_faults
+from sessiontodo_client import ResourceExhausted, Todo, TodoClient
+from sessiontodo_server.app import MAX_REQUESTS_PER_READ, _server_options
+from tests.support import ROOT, ServerProcess, make_settings
+from tests.support.fault_run import race_writes_against_expiry, run_through_faults
+from tests.support.h2_peer import never_reading_watches
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -28,3 +40,123 @@ async def test_watchers_and_writes_survive_kill_9_and_sigterm_restarts(tmp_path:
     await run_through_faults(
         lambda: ServerProcess(*flags).start(), [kill_9_and_restart, sigterm_and_restart, kill_9_and_restart]
     )
+
+
+async def _median_ms(client: TodoClient, calls: int) -> float:
+    """Median latency of ``calls`` reads one after the other (reported, never asserted)."""
+    took = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await client.get_todos("s")
+        took.append(time.perf_counter() - started)
+    return statistics.median(took) * 1000
+
+
+async def test_a_rapid_reset_flood_on_one_connection_leaves_other_clients_served(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """HEADERS then RST_STREAM in a loop (bounded: 8 s, 200,000 resets) from another process;
+    a client on its own connection is answered throughout. Medians go to the output."""
+    with ServerProcess("--store", "memory://") as server:
+        async with TodoClient.connect(server.address) as client:
+            await client.create_session("s")
+            await client.replace_todos("s", [Todo(content="x")])
+            before = await _median_ms(client, 200)
+            attack = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(ROOT / "tests" / "support" / "h2_peer.py"),
+                str(server.port),
+                "8",
+                "200000",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            during = await _median_ms(client, 200)
+            seen = json.loads((await attack.communicate())[0])
+            after = await _median_ms(client, 200)
+            served = await client.get_todos("s")
+    with capsys.disabled():
+        medians = f"{before:.2f} ms before, {during:.2f} during, {after:.2f} after"
+        print(f"\nrapid reset: {seen}; the other client's median read: {medians}")
+    assert seen["resets"] > 0
+    assert [t.content for t in served.todos] == ["x"]
+
+
+def test_the_server_turns_on_grpc_cores_rapid_reset_protections() -> None:
+    options = dict(_server_options(make_settings(), 100))
+
+    assert options["grpc.http2.max_requests_per_read"] == MAX_REQUESTS_PER_READ < 32
+    assert options["grpc.http.overload_protection"] == 1
+    assert options["grpc.http2.ping_on_rst_stream_percent"] == 100
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite-process", "sqlite-fsync"])
+async def test_a_fast_expiry_sweep_never_erases_an_acknowledged_write(store: str, tmp_path: Path) -> None:
+    flags = {
+        "memory": ("--store", "memory://"),
+        "sqlite-process": ("--store", f"sqlite:///{tmp_path / 'todos.db'}"),
+        "sqlite-fsync": ("--store", f"sqlite:///{tmp_path / 'todos.db'}", "--durability", "fsync"),
+    }[store]
+    with ServerProcess(*flags, "--expiry-interval", "0.005") as server:
+        erased = await race_writes_against_expiry(server.address)
+    assert not erased, "\n".join(erased)
+
+
+MIB = 1 << 20
+
+
+def _rss(server: ServerProcess) -> int:
+    assert server.process is not None
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
+
+
+async def test_heavily_labelled_sessions_and_label_churn_stay_inside_the_memory_budget() -> None:
+    """The label vector: sessions of 64 labels of 4 KiB each until the budget refuses one, then
+    label-only updates with a feed open; the process grows by about its budget, not without end."""
+    labels = [{f"k{i}": f"{n}:{i}:".ljust(4000, "x") for i in range(64)} for n in range(2)]
+    with ServerProcess("--store", "memory://", "--memory-budget", str(64 * MIB)) as server:
+        async with TodoClient.connect(server.address) as client:
+            before = _rss(server)
+            feed = client.watch_changes()
+            reading = asyncio.create_task(anext(feed))
+            refused = None
+            for n in range(400):  # 400 sessions of 256 KiB: 100 MiB of labels: past the 32 MiB of lists
+                try:
+                    await client.create_session(f"s{n:03}", labels=labels[n % 2])
+                except ResourceExhausted as error:
+                    refused = error
+                    break
+            for n in range(300):
+                with contextlib.suppress(ResourceExhausted):
+                    await client.update_session("s000", labels=labels[n % 2])
+            grown = _rss(server) - before
+            reading.cancel()
+            await feed.aclose()
+    assert refused is not None
+    assert grown < 3 * 64 * MIB, f"RSS grew {grown / MIB:.0f} MiB with a 64 MiB budget"
+
+
+async def test_never_reading_watches_of_a_big_list_stay_inside_the_memory_budget() -> None:
+    """The zero-window vector: one connection that grants no window opens 150 WatchTodos on a
+    1 MiB list; streams past the buffers' share are refused instead of held."""
+    with ServerProcess("--store", "memory://", "--memory-budget", str(64 * MIB)) as server:
+        async with TodoClient.connect(server.address) as client:
+            await client.create_session("big")
+            await client.replace_todos("big", [Todo(content=f"{i}:".ljust(4000, "x")) for i in range(256)])
+            before = _rss(server)
+            peak = 0
+
+            async def sample() -> None:
+                nonlocal peak
+                while True:
+                    peak = max(peak, _rss(server))
+                    await asyncio.sleep(0.05)
+
+            sampler = asyncio.create_task(sample())
+            statuses = await asyncio.to_thread(never_reading_watches, server.port, "big", 150, 5.0)
+            sampler.cancel()
+            served = await client.get_todos("big")  # the server is still answering
+    grown = peak - before
+    assert statuses.get(str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]), 0) > 100
+    assert grown < 3 * 64 * MIB, f"RSS grew {grown / MIB:.0f} MiB with a 64 MiB budget"
+    assert len(served.todos) == 256

@@ -7,7 +7,9 @@ test with the ``cryptography`` package; the servers are the ones production star
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import SecretStr
 
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
     ChangeKind,
     ChannelSecurity,
@@ -35,7 +38,7 @@ from sessiontodo_client.security import is_loopback
 from sessiontodo_server.api.auth import AuthInterceptor, Role, required_role
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.app import RunningServer, StartupError
-from tests.support import ROOT, free_port
+from tests.support import ROOT, free_port, make_settings
 from tests.support.certificates import CertificateAuthority, Issued, auth_toml
 
 NO_RETRY: dict[str, Any] = {"retry": RetryPolicy(attempts=1), "timeout": 10.0}
@@ -399,3 +402,119 @@ async def test_a_tenants_handler_is_made_once_so_the_observing_wrapping_is_reuse
     assert acme[0] is acme[1] is acme[2]
     assert acme[0] is not registered
     assert beta is not acme[0]
+
+
+async def _read_until_it_ends(call: Any) -> None:
+    """Read a stream's messages until it ends with an error (raised here)."""
+    while True:
+        await asyncio.wait_for(call.read(), 10)
+
+
+async def test_a_reload_that_drops_a_token_ends_its_open_streams_unauthenticated(
+    start: Callable[..., Any], auth_file: Path
+) -> None:
+    server: RunningServer = await start(auth_file=auth_file)
+    writer = (("authorization", f"Bearer {TOKENS['writer'][0]}"),)
+    reader = (("authorization", f"Bearer {TOKENS['reader'][0]}"),)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        await stub.CreateSession(pb.CreateSessionRequest(session_id="ses_1"), metadata=writer, timeout=10)
+        dropped = [
+            stub.WatchTodos(pb.WatchTodosRequest(session_id="ses_1"), metadata=reader),
+            stub.WatchChanges(pb.WatchChangesRequest(include_snapshot=True), metadata=reader),
+        ]
+        kept = stub.WatchTodos(pb.WatchTodosRequest(session_id="ses_1"), metadata=writer)
+        for call in (*dropped, kept):
+            await asyncio.wait_for(call.read(), 10)  # open: the first message arrived
+        rewrite(auth_file, auth_toml(TOKENS["writer"], TOKENS["admin"]))
+        server.reload()
+
+        for call in dropped:
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await _read_until_it_ends(call)
+            assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        todos = [pb.Todo(content="still watched")]
+        await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="ses_1", todos=todos), metadata=writer, timeout=10)
+        replaced = await asyncio.wait_for(kept.read(), 10)
+        kept.cancel()
+    assert replaced.kind == pb.CHANGE_KIND_TODOS_REPLACED
+
+
+async def test_a_reload_that_moves_a_token_to_another_tenant_ends_its_streams_but_a_lowered_role_does_not(
+    start: Callable[..., Any], auth_file: Path
+) -> None:
+    server: RunningServer = await start(auth_file=auth_file)
+    admin = (("authorization", f"Bearer {TOKENS['admin'][0]}"),)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        feed = stub.WatchChanges(pb.WatchChangesRequest(include_snapshot=True), metadata=admin)
+        await asyncio.wait_for(feed.read(), 10)
+        rewrite(auth_file, auth_toml(TOKENS["writer"], (TOKENS["admin"][0], "acme", "reader")))
+        server.reload()
+        assert server.auth is not None
+        assert server.auth.open_streams == 1
+        rewrite(auth_file, auth_toml(TOKENS["writer"], (TOKENS["admin"][0], "beta", "reader")))
+        server.reload()
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await _read_until_it_ends(feed)
+    assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_anonymous_health_watches_are_limited_while_a_token_holder_still_watches(
+    start: Callable[..., Any], auth_file: Path
+) -> None:
+    server: RunningServer = await start(auth_file=auth_file, max_watchers=3)
+    reader = (("authorization", f"Bearer {TOKENS['reader'][0]}"),)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        anonymous = [stub.Watch(health_pb2.HealthCheckRequest()) for _ in range(3)]
+        for call in anonymous:
+            await asyncio.wait_for(call.read(), 10)  # open: the first status arrived
+        refused = stub.Watch(health_pb2.HealthCheckRequest())
+        with pytest.raises(grpc.aio.AioRpcError) as exhausted:
+            await asyncio.wait_for(refused.read(), 10)
+        with_token = stub.Watch(health_pb2.HealthCheckRequest(), metadata=reader)
+        first = await asyncio.wait_for(with_token.read(), 10)
+        for call in (*anonymous, with_token):
+            call.cancel()
+    assert exhausted.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_server_certificate_that_has_expired_is_named_in_a_warning_at_start(
+    start: Callable[..., Any], ca: CertificateAuthority, caplog: pytest.LogCaptureFixture
+) -> None:
+    expired = ca.issue("127.0.0.1", server=True, valid_for=datetime.timedelta(days=-1))
+
+    await start(tls_cert=expired.cert, tls_key=expired.key)
+
+    assert f"the TLS certificate {expired.cert} expired" in caplog.text
+
+
+async def test_a_valid_server_certificate_starts_without_a_validity_warning(
+    start: Callable[..., Any], server_cert: Issued, caplog: pytest.LogCaptureFixture
+) -> None:
+    await start(tls_cert=server_cert.cert, tls_key=server_cert.key)
+
+    assert "the TLS certificate" not in caplog.text
+
+
+def test_metrics_on_a_public_address_are_refused_unless_insecure_is_given() -> None:
+    public = make_settings(metrics_port=9100, metrics_host="0.0.0.0")
+    trusted = make_settings(metrics_port=9100, metrics_host="0.0.0.0", insecure=True)
+    local = make_settings(metrics_port=9100)
+
+    assert "refusing to serve metrics on '0.0.0.0'" in (public.refusal() or "")
+    assert trusted.refusal() is None
+    assert local.refusal() is None
+
+
+async def test_an_ipv6_loopback_address_with_a_fixed_port_serves(start: Callable[..., Any]) -> None:
+    with socket.create_server(("::1", 0), family=socket.AF_INET6) as probe:
+        port = probe.getsockname()[1]
+    server: RunningServer = await start(host="[::1]", port=port)
+
+    async with TodoClient.connect(f"[::1]:{port}") as client:
+        created, _ = await client.create_session("over_ipv6")
+
+    assert (server.port, created.session_id) == (port, "over_ipv6")

@@ -25,7 +25,7 @@ from sessiontodo_client import (
     TodoStatus,
     Unavailable,
 )
-from sessiontodo_client.client import service_error
+from sessiontodo_client.errors import service_error
 from sessiontodo_server.app import RunningServer
 
 
@@ -238,3 +238,18 @@ async def test_errors_carry_their_aip_193_details(start: Callable[..., Any]) -> 
     unavailable = service_error(refused.value)
     assert isinstance(unavailable, Unavailable)
     assert unavailable.retry_delay == 1.0
+
+
+async def test_update_session_with_a_stale_expected_revision_is_aborted_and_changes_nothing(
+    client: TodoClient,
+) -> None:
+    created, _ = await client.create_session("s", labels={"title": "first"})
+    await client.replace_todos("s", [Todo(content="a write moves the revision on")])
+
+    with pytest.raises(Aborted):
+        await client.update_session("s", labels={"title": "stale"}, expected_revision=created.revision)
+    current = await client.get_session("s")
+    updated, changed = await client.update_session("s", labels={"title": "fresh"}, expected_revision=current.revision)
+
+    assert current.labels == {"title": "first"}
+    assert (changed, updated.labels, updated.revision) == (True, {"title": "fresh"}, current.revision + 1)

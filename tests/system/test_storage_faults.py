@@ -64,6 +64,31 @@ async def test_a_refused_write_is_unavailable_changes_nothing_and_health_recover
         assert written.revision == kept.revision + 1
 
 
+@pytest.mark.parametrize("durability", ["process", "fsync"])
+async def test_a_write_the_full_disk_refused_left_nothing_of_itself_in_the_file(
+    start: Callable[..., Any], tmp_path: Path, durability: str
+) -> None:
+    """The file, reopened, holds the list as it was: not half of the refused write."""
+    path = tmp_path / "todos.db"
+    server: RunningServer = await start(store=f"sqlite:///{path}", durability=durability)
+    async with TodoClient.connect(server.address) as client:
+        await client.create_session("s")
+        kept = await client.replace_todos("s", [Todo(id=f"t{n}", content=f"kept {n}") for n in range(20)])
+        sql(server, "PRAGMA max_page_count = 1")
+        with pytest.raises(Unavailable):
+            await client.replace_todos("s", [Todo(content="x" * 4000) for _ in range(100)])
+    await server.stop()
+
+    reopened = sqlite.open_sqlite_store(path, 4, 16)
+    await reopened.open()
+    try:
+        stored = await reopened.get("s")
+    finally:
+        await reopened.close()
+    assert stored is not None
+    assert (stored.revision, [t.content for t in stored.todos]) == (kept.revision, [t.content for t in kept.todos])
+
+
 def async_equals(probe: Callable[[RunningServer], Any], server: RunningServer, expected: object) -> Callable[[], Any]:
     async def check() -> bool:
         return bool(await probe(server) == expected)

@@ -315,3 +315,23 @@ async def test_a_tenant_over_its_memory_share_is_refused_growth_while_others_wri
     await t.acme.replace_todos("ses_2", big)
     await t.acme.remove_session("ses_2")
     await t.acme.replace_todos("ses_1", big)
+
+
+async def test_a_readers_first_read_of_its_global_list_reads_it_empty_and_writes_nothing(
+    start: Callable[..., Any], tmp_path: Path
+) -> None:
+    (tmp_path / "auth.toml").write_text(auth_toml(("acme-reader", "acme", "reader"), ("acme-writer", "acme", "writer")))
+    server: RunningServer = await start(auth_file=tmp_path / "auth.toml")
+    async with connect(server, "acme-reader") as reader, connect(server, "acme-writer") as writer:
+        read = await reader.get_todos(GLOBAL_SESSION_ID)
+        watch = reader.watch(GLOBAL_SESSION_ID)
+        watched = await next_event(watch)
+        await watch.aclose()
+        stored_after_reads = await server.store.get(f"acme/{GLOBAL_SESSION_ID}")
+        await writer.replace_todos(GLOBAL_SESSION_ID, [Todo(content="shared")])
+        written = await reader.get_todos(GLOBAL_SESSION_ID)
+
+    assert (read.todos, read.revision) == ([], 0)
+    assert (watched.kind, watched.todos) == (ChangeKind.SNAPSHOT, [])
+    assert stored_after_reads is None
+    assert contents(written.todos) == ["shared"]

@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -249,3 +250,20 @@ async def test_a_list_too_large_in_bytes_is_invalid(start: Callable[..., Any]) -
         code, violations, _ = await failure(stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id=GLOBAL, todos=todos)))
         assert (code, fields(violations)) == (grpc.StatusCode.INVALID_ARGUMENT, ["todos"])
         assert not (await stub.GetTodos(pb.GetTodosRequest(session_id=GLOBAL))).todos
+
+
+async def test_an_idle_ttl_beyond_protobuf_durations_range_is_invalid_and_creates_nothing(
+    stub: pb_grpc.TodoServiceStub,
+) -> None:
+    too_long = duration_pb2.Duration(seconds=315_576_000_001)
+
+    created_code, created_violations, _ = await failure(
+        stub.CreateSession(pb.CreateSessionRequest(session_id="forever", idle_ttl=too_long))
+    )
+    updated_code, _, _ = await failure(stub.UpdateSession(pb.UpdateSessionRequest(session_id="s", idle_ttl=too_long)))
+
+    assert created_code is grpc.StatusCode.INVALID_ARGUMENT
+    assert fields(created_violations) == ["idle_ttl"]
+    assert updated_code is grpc.StatusCode.INVALID_ARGUMENT
+    assert (await failure(stub.GetSession(pb.GetSessionRequest(session_id="forever"))))[0] is grpc.StatusCode.NOT_FOUND
+    assert (await stub.GetSession(pb.GetSessionRequest(session_id="s"))).session.revision == 1

@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_client.resume import ACCEPTED_HEADER
 from sessiontodo_ctl.cli import State, app
 
 SERVICE = pb.DESCRIPTOR.services_by_name["TodoService"]
@@ -89,9 +90,13 @@ def test_get_sends_the_session_id_and_renders_the_list_with_its_revision(server:
     assert request == pb.GetTodosRequest(session_id="ses_1")
     result = finished(run)
     assert result.exit_code == 0
-    assert "[x] │ parse" in result.stdout
-    assert "[>] │ tests" in result.stdout
-    assert "revision 7, 1/2 completed" in result.stdout
+    assert result.stdout.splitlines() == [  # not a terminal: plain columns, each todo's position first
+        "ses_1",
+        "#       ID     PRIORITY  CONTENT",
+        "0  [x]  parse  medium    Write the parser",
+        "1  [>]  tests  medium    Write tests",
+        "revision 7, 1/2 completed",
+    ]
 
 
 def test_json_output_is_one_parseable_object(server: FakeServer) -> None:
@@ -112,7 +117,7 @@ def test_a_status_and_priority_a_newer_server_added_show_as_unknown_and_as_numbe
     table, as_json = server.run("get", "s"), server.run("-o", "json", "get", "s")
     for _ in range(2):
         server.answer("GetTodos", pb.GetTodosResponse(revision=2, todos=[newer]))
-    assert "[?] │ a  │ 9" in finished(table).stdout
+    assert "0  [?]  a   9" in finished(table).stdout
     (todo,) = json.loads(finished(as_json).stdout)["todos"]
     assert (todo["status"], todo["priority"]) == (7, 9)
 
@@ -200,6 +205,7 @@ def test_add_sends_priority_status_index_and_a_request_id(server: FakeServer) ->
 
 def test_done_marks_the_todo_completed(server: FakeServer) -> None:
     run = server.run("done", "s", "t1")
+    server.answer("GetTodos", pb.GetTodosResponse(revision=5, todos=[pb.Todo(id="t1", content="x")]))
     _, request = server.answer(
         "UpdateTodo",
         pb.UpdateTodoResponse(
@@ -287,6 +293,14 @@ def test_health_reports_each_service_and_fails_when_one_is_not_serving(server: F
     assert "NOT_SERVING" in result.stdout
 
 
+def take_stream(server: FakeServer, name: str) -> tuple[Any, Any, Any]:
+    """Take the CLI's next call of the stream ``name`` and answer its headers, as a server does when
+    it accepts the stream; returns (metadata, request, rpc)."""
+    metadata, request, rpc = server.channel.take_unary_stream(method(name))
+    rpc.send_initial_metadata((ACCEPTED_HEADER,))
+    return metadata, request, rpc
+
+
 def _watch_message(kind: pb.ChangeKind.ValueType, revision: int, *contents: str) -> pb.WatchTodosResponse:
     return pb.WatchTodosResponse(
         session_id="s",
@@ -310,7 +324,7 @@ def _lines_when(output: io.StringIO, count: int) -> list[str]:
 def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(server: FakeServer) -> None:
     output = io.StringIO()
     run = server.run("-o", "json", "watch", "s", console=Console(file=output))
-    _, request, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, request, rpc = take_stream(server, "WatchTodos")
     assert request == pb.WatchTodosRequest(session_id="s")
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SNAPSHOT, 4, "a"))
     rpc.send_response(_watch_message(pb.CHANGE_KIND_PROGRESS, 4))
@@ -318,7 +332,7 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
     _lines_when(output, 2)  # grpc_testing drops messages not yet read when a call fails: let the CLI read them
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "server restarting")
 
-    _, resumed, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, resumed, rpc = take_stream(server, "WatchTodos")
     assert resumed.HasField("after_revision")
     assert resumed.after_revision == 5
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 6))
@@ -338,7 +352,7 @@ def test_watch_prints_each_change_as_a_json_line_and_resumes_after_unavailable(s
 def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer) -> None:
     output = io.StringIO()
     run = server.run("-o", "json", "watch", "s", console=Console(file=output))
-    _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, _, rpc = take_stream(server, "WatchTodos")
     rpc.send_response(_watch_message(99, 1))  # type: ignore[arg-type]
     rpc.send_response(_watch_message(pb.CHANGE_KIND_SESSION_REMOVED, 2))
     rpc.terminate((), grpc.StatusCode.OK, "")
@@ -347,12 +361,12 @@ def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer
 
     output = io.StringIO()
     run = server.run("-o", "json", "feed", console=Console(file=output))
-    _, _, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, _, rpc = take_stream(server, "WatchChanges")
     rpc.send_response(_feed_message(99, "a", 1, "e.1"))  # type: ignore[arg-type]
     rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 2, ""))  # no cursor of its own
     _lines_when(output, 1)  # read, so that the failure below drops nothing
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
-    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, resumed, rpc = take_stream(server, "WatchChanges")
     assert resumed.after_cursor == "e.1"  # the skipped message's cursor is kept
     rpc.terminate((), grpc.StatusCode.OK, "")
     assert finished(run).exit_code == 0
@@ -361,7 +375,7 @@ def test_watch_and_feed_skip_change_kinds_a_newer_server_adds(server: FakeServer
 
 def test_watch_of_a_missing_session_is_an_error(server: FakeServer) -> None:
     run = server.run("watch", "missing")
-    _, _, rpc = server.channel.take_unary_stream(method("WatchTodos"))
+    _, _, rpc = take_stream(server, "WatchTodos")
     rpc.terminate((), grpc.StatusCode.NOT_FOUND, "session not found: 'missing'")
     result = finished(run)
     assert result.exit_code == 1
@@ -385,7 +399,7 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
         "--snapshot",
         console=Console(file=output, width=120),
     )
-    _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, request, rpc = take_stream(server, "WatchChanges")
     assert request.include_snapshot
     assert request.after_cursor == ""
     assert (list(request.filter.session_ids), dict(request.filter.labels)) == (["a", "b"], {"project": "web"})
@@ -398,7 +412,7 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
     _lines_when(output, 2)
     rpc.terminate((), grpc.StatusCode.UNAVAILABLE, "restarting")
 
-    _, resumed, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, resumed, rpc = take_stream(server, "WatchChanges")
     assert (resumed.after_cursor, resumed.include_snapshot) == ("e.8", False)
     rpc.send_response(
         _feed_message(pb.CHANGE_KIND_SESSION_REMOVED, "a", 3, "e.9", removal_reason=pb.REMOVAL_REASON_EXPIRED)
@@ -416,7 +430,7 @@ def test_feed_sends_its_filters_prints_one_line_per_change_and_resumes_by_cursor
 def test_feed_in_json_prints_each_change_with_its_cursor(server: FakeServer) -> None:
     output = io.StringIO()
     run = server.run("-o", "json", "feed", "--after", "e.3", console=Console(file=output))
-    _, request, rpc = server.channel.take_unary_stream(method("WatchChanges"))
+    _, request, rpc = take_stream(server, "WatchChanges")
     assert (request.after_cursor, request.include_snapshot) == ("e.3", False)
     rpc.send_response(_feed_message(pb.CHANGE_KIND_TODOS_REPLACED, "a", 4, "e.4"))
     _lines_when(output, 1)

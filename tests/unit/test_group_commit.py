@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 
+from sessiontodo_server.domain.batch import Create, Operation, Outcome, Remove, Write
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.errors import RevisionMismatch, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
@@ -89,6 +90,11 @@ class GatedJournal:
         done: Done,
     ) -> asyncio.Future[None]:
         return self._submit(("remove", tuple(session_ids)), done)
+
+    def remember_batch(
+        self, key: str, fingerprint: str, outcomes: tuple[Outcome, ...], at: float, forgotten: list[str], done: Done
+    ) -> asyncio.Future[None]:
+        return self._submit(("batch", key), done)
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         """Never unavailable."""
@@ -303,4 +309,37 @@ async def test_a_failed_creation_is_undone(journal: GatedJournal) -> None:
     _, change = await store.create_session("doomed", SessionInfo(), 10, "")
     assert change is not None
     assert change.cursor == (await store.snapshot())[0]
+    await store.close()
+
+
+async def test_a_batch_is_one_journal_batch_written_whole(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+    journal.gate.clear()
+    operations: list[Operation] = [Create("b", SessionInfo()), Write("b", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
+    batch = asyncio.ensure_future(
+        store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
+    )
+    await journal.entered_batch()
+    journal.gate.set()
+    await batch
+
+    assert journal.batches[-1] == [("create", "b"), ("commit", 1), ("remove", ("s",)), ("batch", "\nr")]
+    await store.close()
+
+
+async def test_a_batch_the_journal_fails_leaves_nothing_and_is_not_remembered(journal: GatedJournal) -> None:
+    store = await open_store(journal)
+    journal.fail = True
+    operations: list[Operation] = [Create("b", SessionInfo()), Write("s", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
+
+    with pytest.raises(Unavailable):
+        await store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
+
+    assert await store.get("b") is None
+    state = await store.get("s")
+    assert state is not None
+    assert (state.revision, state.todos) == (0, ())
+    journal.fail = False
+    again = await store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
+    assert again.changes[0].kind is ChangeKind.SESSION_CREATED
     await store.close()

@@ -4,14 +4,17 @@ sees and counts its own sessions."""
 
 from __future__ import annotations
 
+import hashlib
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.protobuf import duration_pb2
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain.batch import Outcome
+from sessiontodo_server.domain.errors import InvalidArgument, TodoError
 from sessiontodo_server.domain.store import SessionState
 from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
@@ -30,8 +33,24 @@ _STATUS_TO_PB = {status: pb.TodoStatus.Value(f"TODO_STATUS_{status.name}") for s
 _PRIORITY_TO_PB = {priority: pb.TodoPriority.Value(f"TODO_PRIORITY_{priority.name}") for priority in TodoPriority}
 _KIND_TO_PB = {kind: pb.ChangeKind.Value(f"CHANGE_KIND_{kind.name}") for kind in ChangeKind}
 _REASON_TO_PB = {reason: pb.RemovalReason.Value(f"REMOVAL_REASON_{reason.name}") for reason in RemovalReason}
-STATUS_FROM_PB: dict[int, TodoStatus] = {number: status for status, number in _STATUS_TO_PB.items()}
-PRIORITY_FROM_PB: dict[int, TodoPriority] = {number: priority for priority, number in _PRIORITY_TO_PB.items()}
+
+
+class _EnumNames(dict[int, str | None]):
+    """A protobuf enum number's domain name: None when unset, the number itself when unknown
+    (proto3 enums are open), for the domain to report. A dict, so the common lookup is C."""
+
+    def __missing__(self, number: int) -> str:
+        return str(number)
+
+
+def _names(numbers: Mapping[TodoStatus, int] | Mapping[TodoPriority, int]) -> _EnumNames:
+    names = _EnumNames({0: None})
+    names.update((number, member.value) for member, number in numbers.items())
+    return names
+
+
+STATUS_NAMES = _names(_STATUS_TO_PB)
+PRIORITY_NAMES = _names(_PRIORITY_TO_PB)
 
 
 def _todo_fields(todo: Todo) -> dict[str, Any]:
@@ -57,23 +76,29 @@ def add_todos(field: Any, todos: Iterable[Todo]) -> None:
         add(**_todo_fields(todo))
 
 
-def enum_name(number: int, table: dict[int, Any]) -> str | None:
-    """The domain name of a protobuf enum number: None when unset, the number itself when
-    unknown (proto3 enums are open), for the domain to report."""
-    if number == 0:
-        return None
-    known = table.get(number)
-    return str(number) if known is None else known.value
-
-
 def draft_from_pb(todo: pb.Todo) -> TodoDraft:
     return TodoDraft(
         todo.id,
         todo.content,
-        enum_name(todo.status, STATUS_FROM_PB),
-        enum_name(todo.priority, PRIORITY_FROM_PB),
+        STATUS_NAMES[todo.status],
+        PRIORITY_NAMES[todo.priority],
         dict(todo.metadata) if todo.metadata else NO_ENTRIES,  # copying an empty protobuf map costs 2.7 us
     )
+
+
+def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[TodoDraft]:
+    """A list's todos, read once from protobuf (the domain then validates and builds them in one pass)."""
+    statuses, priorities = STATUS_NAMES, PRIORITY_NAMES
+    return [
+        TodoDraft(
+            todo.id,
+            todo.content,
+            statuses[todo.status],
+            priorities[todo.priority],
+            dict(todo.metadata) if todo.metadata else NO_ENTRIES,
+        )
+        for todo in todos
+    ]
 
 
 def fill_session(message: pb.Session, session_id: str, revision: int, todo_count: int, info: SessionInfo) -> None:
@@ -168,3 +193,38 @@ def filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
     session_ids = frozenset(qualified(sid, f"filter.session_ids[{i}]") for i, sid in enumerate(message.session_ids))
     parent_id = qualified(message.parent_id, "filter.parent_id")
     return SessionFilter(session_ids, parent_id, dict(message.labels), tenancy.current())
+
+
+def add_results(field: Any, outcomes: Iterable[Outcome]) -> None:
+    """A batch's outcomes as WriteResults, built in place."""
+    add = field.add
+    for outcome in outcomes:
+        result = add(revision=outcome.revision, changed=outcome.changed, index=outcome.position)
+        if outcome.todo is not None:
+            result.todo.CopyFrom(todo_to_pb(outcome.todo))
+        if outcome.todo_ids:
+            result.todo_ids.extend(outcome.todo_ids)
+        if outcome.removed:
+            result.removed_session_ids.extend(map(tenancy.local, outcome.removed))
+
+
+def fingerprint(request: pb.BatchWriteRequest) -> str:
+    """What a batch asks for, request id aside: a retry is byte for byte the same batch."""
+    asked = pb.BatchWriteRequest()
+    asked.CopyFrom(request)
+    asked.request_id = ""
+    return hashlib.blake2b(asked.SerializeToString(deterministic=True), digest_size=16).hexdigest()
+
+
+def operation_name(request: pb.BatchWriteRequest, index: int) -> str:
+    """The name of the operation set in the batch's ``index``-th write (``add_todo``...)."""
+    return request.writes[index].WhichOneof("operation") or "operation"
+
+
+def in_write(error: TodoError, prefix: str) -> TodoError:
+    """A batch's error with its BadRequest field paths inside their write (``writes[3].add_todo.todo.content``)."""
+    if isinstance(error, InvalidArgument):
+        inside = InvalidArgument([(f"{prefix}{field}", why) for field, why in error.violations])
+        inside.write_index, inside.args = error.write_index, error.args
+        return inside
+    return error

@@ -16,15 +16,19 @@ from grpc_health.v1 import health_pb2
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server.api import request_guard
 from sessiontodo_server.api.conversions import (
-    PRIORITY_FROM_PB,
-    STATUS_FROM_PB,
+    PRIORITY_NAMES,
+    STATUS_NAMES,
+    add_results,
     add_todos,
     draft_from_pb,
+    drafts_from_pb,
     encode_change,
     encode_feed_message,
-    enum_name,
     fill_session,
     filter_from_pb,
+    fingerprint,
+    in_write,
+    operation_name,
     optional,
     qualified,
     seconds,
@@ -33,8 +37,17 @@ from sessiontodo_server.api.conversions import (
 )
 from sessiontodo_server.api.error_status import abort, translating_errors
 from sessiontodo_server.domain import errors, tenancy
+from sessiontodo_server.domain.batch import Operation, at_write
 from sessiontodo_server.domain.book import TodoBook
+from sessiontodo_server.domain.store import SessionState
 from sessiontodo_server.domain.streams import TodoStreams
+
+_ENTRY_FRAMING = 8
+"""Bytes a repeated message field adds around each entry (its tag and length), at most."""
+
+WATCH_ACCEPTED = (("sessiontodo-watch", "accepted"),)
+"""Headers a watch stream sends as soon as it is taken, before any message: a client can tell a quiet
+stream from one still connecting (the typed client's ``resume.ACCEPTED_HEADER``)."""
 
 
 class TodoServicer:
@@ -91,6 +104,7 @@ class TodoServicer:
             parent_id=qualified(request.parent_id, "parent_id"),
             labels=dict(request.labels),
             tenant=tenancy.current(),
+            size=lambda state: session_to_pb(state).ByteSize() + _ENTRY_FRAMING,
         )
         return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
 
@@ -104,20 +118,26 @@ class TodoServicer:
     @translating_errors
     async def BatchGetTodos(self, request: pb.BatchGetTodosRequest, context: Any) -> pb.BatchGetTodosResponse:
         session_ids = [qualified(sid, f"session_ids[{i}]") for i, sid in enumerate(request.session_ids)]
-        found, missing = await self._book.batch_get(session_ids)
-        response = pb.BatchGetTodosResponse(missing_session_ids=map(tenancy.local, missing))
-        for state in found:
-            entry = response.sessions.add()
+        entries: dict[str, pb.SessionTodos] = {}
+
+        def size(state: SessionState) -> int:
+            entry = entries[state.session_id] = pb.SessionTodos()
             fill_session(entry.session, state.session_id, state.revision, len(state.todos), state.info)
             add_todos(entry.todos, state.todos)
-        return response
+            return entry.ByteSize() + _ENTRY_FRAMING
+
+        found, missing, unread = await self._book.batch_get(session_ids, size)
+        return pb.BatchGetTodosResponse(
+            sessions=[entries[state.session_id] for state in found],
+            missing_session_ids=map(tenancy.local, missing),
+            unread_session_ids=map(tenancy.local, unread),
+        )
 
     @translating_errors
     async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
-        drafts = [draft_from_pb(todo) for todo in request.todos]
         state = await self._book.replace(
             qualified(request.session_id),
-            drafts,
+            drafts_from_pb(request.todos),
             expected_revision=optional(request, "expected_revision"),
             origin=request.origin,
         )
@@ -143,8 +163,8 @@ class TodoServicer:
             qualified(request.session_id),
             request.todo_id,
             content=optional(request, "content"),
-            status=enum_name(request.status, STATUS_FROM_PB),
-            priority=enum_name(request.priority, PRIORITY_FROM_PB),
+            status=STATUS_NAMES[request.status],
+            priority=PRIORITY_NAMES[request.priority],
             expected_revision=optional(request, "expected_revision"),
             set_metadata=dict(request.metadata),
             remove_metadata_keys=list(request.remove_metadata_keys),
@@ -162,11 +182,92 @@ class TodoServicer:
         )
         return pb.RemoveTodoResponse(revision=revision)
 
+    async def BatchWrite(self, request: pb.BatchWriteRequest, context: Any) -> pb.BatchWriteResponse:
+        """Each write checked on its own, then all applied at once; errors name the write
+        (``writes[i].<operation>.`` before every BadRequest field path)."""
+        try:
+            operations = [self._operation(index, write) for index, write in enumerate(request.writes)]
+            outcomes = await self._book.write_batch(
+                operations,
+                request_id=request.request_id,
+                fingerprint=fingerprint(request),
+                origin=request.origin,
+                tenant=tenancy.current(),
+            )
+        except errors.TodoError as error:
+            if error.write_index is not None:
+                error = in_write(error, f"writes[{error.write_index}].{operation_name(request, error.write_index)}.")
+            await abort(context, error)
+        response = pb.BatchWriteResponse()
+        add_results(response.results, outcomes)
+        return response
+
+    def _operation(self, index: int, write: pb.Write) -> Operation:
+        """One write of a batch as the book's operation, checked on its own."""
+        try:
+            return self._book_operation(write)
+        except errors.TodoError as error:
+            raise at_write(error, index) from None
+
+    def _book_operation(self, write: pb.Write) -> Operation:
+        book = self._book
+        name = write.WhichOneof("operation")
+        if name is None:
+            raise errors.InvalidArgument([("operation", "exactly one operation must be set")])
+        message = getattr(write, name)
+        if getattr(message, "origin", "") or getattr(message, "request_id", ""):
+            raise errors.InvalidArgument([("origin", "set origin and request_id on the batch, not on its writes")])
+        if name == "replace_todos":
+            return book.replace_operation(
+                qualified(message.session_id),
+                drafts_from_pb(message.todos),
+                expected_revision=optional(message, "expected_revision"),
+            )
+        if name == "add_todo":
+            return book.add_operation(
+                qualified(message.session_id),
+                draft_from_pb(message.todo),
+                index=optional(message, "index"),
+                expected_revision=optional(message, "expected_revision"),
+            )
+        if name == "update_todo":
+            return book.update_operation(
+                qualified(message.session_id),
+                message.todo_id,
+                content=optional(message, "content"),
+                status=STATUS_NAMES[message.status],
+                priority=PRIORITY_NAMES[message.priority],
+                expected_revision=optional(message, "expected_revision"),
+                set_metadata=dict(message.metadata),
+                remove_metadata_keys=list(message.remove_metadata_keys),
+            )
+        if name == "remove_todo":
+            return book.remove_todo_operation(
+                qualified(message.session_id), message.todo_id, expected_revision=optional(message, "expected_revision")
+            )
+        if name == "create_session":
+            return book.create_operation(
+                qualified(message.session_id),
+                parent_id=qualified(message.parent_id, "parent_id"),
+                labels=dict(message.labels),
+                idle_ttl=seconds(message.idle_ttl) if message.HasField("idle_ttl") else None,
+            )
+        if name == "update_session":
+            return book.update_session_operation(
+                qualified(message.session_id),
+                set_labels=dict(message.labels),
+                remove_label_keys=list(message.remove_label_keys),
+                idle_ttl=seconds(message.idle_ttl) if message.HasField("idle_ttl") else None,
+                expected_revision=optional(message, "expected_revision"),
+            )
+        return book.remove_operation(qualified(message.session_id))
+
     async def WatchTodos(
         self, request: pb.WatchTodosRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
         (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
+        await context.send_initial_metadata(WATCH_ACCEPTED)
         try:
             watch = self._streams.watch(qualified(request.session_id), optional(request, "after_revision"))
             async with aclosing(watch) as changes:
@@ -179,6 +280,7 @@ class TodoServicer:
         self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """The feed, pre-encoded like WatchTodos (and cancelled the same way)."""
+        await context.send_initial_metadata(WATCH_ACCEPTED)
         try:
             feed = self._streams.feed(request.after_cursor, request.include_snapshot, filter_from_pb(request.filter))
             async with aclosing(feed) as messages:

@@ -8,6 +8,7 @@ the served ones: a broken rotation keeps serving the previous certificate.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import ssl
 import threading
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,21 @@ def _read(files: TlsFiles) -> grpc.ServerCertificateConfiguration:
         client_ca = files.client_ca.read_bytes() if files.client_ca is not None else None
     except (OSError, ssl.SSLError) as error:
         raise TlsError(f"cannot use TLS files {files.cert} / {files.key} / {files.client_ca}: {error}") from error
+    _warn_if_not_valid_now(files.cert, chain)
     return grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=client_ca)
+
+
+def _warn_if_not_valid_now(path: Path, chain: bytes) -> None:
+    """A certificate outside its validity period loads, and every client then refuses the
+    handshake with an error that names nothing on the server: say so when it is loaded."""
+    certificate = x509.load_pem_x509_certificate(chain)  # the first of the chain: the server's own
+    now = datetime.datetime.now(datetime.UTC)
+    if certificate.not_valid_after_utc < now:
+        log.warning(
+            "the TLS certificate %s expired on %s: clients will refuse it", path, certificate.not_valid_after_utc
+        )
+    elif certificate.not_valid_before_utc > now:
+        log.warning("the TLS certificate %s is not valid before %s", path, certificate.not_valid_before_utc)
 
 
 class ReloadableTls:

@@ -18,15 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
+from sessiontodo_server.domain.batch import MAX_WRITES, Create, Operation, Outcome, Remove, Write
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
-    LimitExceeded,
     RequestIdReused,
     RevisionMismatch,
     SessionNotFound,
     TodoError,
 )
-from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.mutations import AddTodo, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.observer import BookObserver, NoObserver
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.domain.todos import (
@@ -48,6 +48,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10_000
+MAX_RESPONSE_BYTES = 3 << 20
+"""Most bytes of sessions one ListSessions page or BatchGetTodos response carries, as the
+transport encodes them: gRPC clients refuse messages over 4 MiB by default. One session always
+fits (lists are at most 3 MiB of text), so each response carries at least one."""
+
+Sizer = Callable[[SessionState], int]
+"""How many bytes a session takes in a response (the transport's encoding)."""
 
 
 class TodoBook:
@@ -69,10 +76,6 @@ class TodoBook:
         self._limits = limits
         self._default_idle_ttl = default_idle_ttl
         self._clock = clock
-        self._tenant_sessions: dict[str, int] = {}
-        """Sessions per tenant, counted once on a tenant's first create and then kept up to date
-        (only while ``max_sessions_per_tenant`` is on)."""
-        self._tenant_locks: dict[str, asyncio.Lock] = {}
         store.on_external_change(self._on_external_change)
 
     @property
@@ -102,52 +105,39 @@ class TodoBook:
         idle_ttl: float | None = None,
         origin: str = "",
     ) -> tuple[SessionState, bool]:
+        ops.check_origin(origin)
+        info = self.create_operation(session_id, parent_id=parent_id, labels=labels, idle_ttl=idle_ttl).info
+        return await self._create(session_id, info, origin)
+
+    def create_operation(
+        self,
+        session_id: str,
+        *,
+        parent_id: str = "",
+        labels: Mapping[str, str] = NO_ENTRIES,
+        idle_ttl: float | None = None,
+    ) -> Create:
+        """A CreateSession checked on its own."""
         violations = ops.session_id_violations(session_id, self._limits)
         if parent_id:
             violations += ops.session_id_violations(parent_id, self._limits, "parent_id")
         violations += ops.label_violations(labels, self._limits)
-        if idle_ttl is not None and idle_ttl < 1:
-            violations.append(("idle_ttl", "must be at least one second"))
+        violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=False)
         if violations:
             raise InvalidArgument(violations)
-        ops.check_origin(origin)
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
-        info = SessionInfo(parent_id, ops.frozen(labels), now, now, ttl)
-        if not self._limits.max_sessions_per_tenant:
-            return await self._create(session_id, info, origin)
-        tenant = tenancy.tenant_of(session_id)
-        async with self._tenant_locks.setdefault(tenant, asyncio.Lock()):  # one check-and-create at a time
-            if await self._store.get(session_id) is None:
-                if await self._count_sessions(tenant) >= self._limits.max_sessions_per_tenant:
-                    raise LimitExceeded("sessions per tenant", self._limits.max_sessions_per_tenant)
-            return await self._create(session_id, info, origin)
+        return Create(session_id, SessionInfo(parent_id, ops.frozen(labels), now, now, ttl))
 
     async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
-        state, created = await self._store.create_session(session_id, info, self._limits.max_sessions, origin)
+        """The store checks both session limits as it creates: one step, whatever the replicas."""
+        state, created = await self._store.create_session(
+            session_id, info, self._limits.max_sessions, origin, max_per_tenant=self._limits.max_sessions_per_tenant
+        )
         if created is not None:
-            self._published(created)
+            self._hub.publish(created)
             log.info("session %s created (parent %r)", session_id, info.parent_id)
         return state, created is not None
-
-    async def _count_sessions(self, tenant: str) -> int:
-        if (known := self._tenant_sessions.get(tenant)) is not None:
-            return known
-        count, after, only = 0, "", SessionFilter(tenant=tenant)
-        while page := await self._store.list_sessions(after, MAX_PAGE_SIZE, only):
-            count += len(page)
-            after = page[-1].session_id
-        return self._tenant_sessions.setdefault(tenant, count)
-
-    def _count(self, change: Change) -> None:
-        """Follow a creation or removal in the per-tenant session counts (global lists never count)."""
-        tenant = tenancy.tenant_of(change.session_id)
-        if tenant in self._tenant_sessions and not ops.is_global_list(change.session_id):
-            self._tenant_sessions[tenant] += 1 if change.kind is ChangeKind.SESSION_CREATED else -1
-
-    def _published(self, created: Change) -> None:
-        self._count(created)
-        self._hub.publish(created)
 
     async def update_session(
         self,
@@ -159,22 +149,45 @@ class TodoBook:
         expected_revision: int | None = None,
         origin: str = "",
     ) -> tuple[SessionState, bool]:
+        operation = self.update_session_operation(
+            session_id,
+            set_labels=set_labels,
+            remove_label_keys=remove_label_keys,
+            idle_ttl=idle_ttl,
+            expected_revision=expected_revision,
+        )
+        written = await self._write(operation, origin=origin)
+        return written.state, written.change is not None
+
+    def update_session_operation(
+        self,
+        session_id: str,
+        *,
+        set_labels: Mapping[str, str] = NO_ENTRIES,
+        remove_label_keys: Sequence[str] = (),
+        idle_ttl: float | None = None,
+        expected_revision: int | None = None,
+    ) -> Write:
+        """An UpdateSession checked on its own."""
         violations = ops.label_violations(set_labels, self._limits)
         violations += ops.check_key_changes(set_labels, remove_label_keys, "remove_label_keys")
-        if idle_ttl is not None and (idle_ttl < 0 or 0 < idle_ttl < 1):
-            violations.append(("idle_ttl", "must be zero (never expire) or at least one second"))
+        violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=True)
         if violations:
             raise InvalidArgument(violations)
         mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
-        written = await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
-        return written.state, written.change is not None
+        return self._checked(Write(session_id, mutation, expected_revision))
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
+        self.remove_operation(session_id)
+        ops.check_origin(origin)
+        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
+
+    def remove_operation(self, session_id: str) -> Remove:
+        """A RemoveSession checked on its own."""
         ops.check_session_id(session_id, self._limits)
         if ops.is_global_list(session_id):
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
-        ops.check_origin(origin)
-        return self._end(await self._store.remove_session(session_id, RemovalReason.REMOVED, origin))
+        return Remove(session_id)
 
     async def remove_all_sessions(self, origin: str = "", tenant: str | None = None) -> int:
         """Remove every session (of ``tenant`` only, when given) but the global lists."""
@@ -183,7 +196,6 @@ class TodoBook:
 
     def _end(self, removals: list[Change]) -> list[str]:
         for removal in removals:
-            self._count(removal)
             self._hub.end_session(removal)
             log.info("session %s %s", removal.session_id, removal.reason or RemovalReason.REMOVED)
         return [removal.session_id for removal in removals]
@@ -196,14 +208,19 @@ class TodoBook:
         parent_id: str = "",
         labels: Mapping[str, str] = NO_ENTRIES,
         tenant: str | None = None,
+        size: Sizer | None = None,
     ) -> tuple[list[SessionState], str]:
+        """A page of at most ``page_size`` sessions and ``MAX_RESPONSE_BYTES`` (by ``size``), and
+        the token of the next page ("" on the last)."""
         only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
         if violations := violations + self.filter_violations(only, ""):
             raise InvalidArgument(violations)
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         sessions = await self._store.list_sessions(_page_start(page_token, only), limit, only)
-        return sessions, (_page_token(sessions[-1].session_id, only) if len(sessions) == limit else "")
+        page = _within_bytes(sessions, size)
+        more = len(page) < len(sessions) or len(sessions) == limit
+        return page, (_page_token(page[-1].session_id, only) if more else "")
 
     async def get(self, session_id: str) -> SessionState:
         ops.check_session_id(session_id, self._limits)
@@ -213,30 +230,37 @@ class TodoBook:
         return state
 
     async def _load(self, session_id: str) -> SessionState | None:
-        """The session, or None; a tenant's global list is made on first use, as the default one
-        always exists."""
+        """The session, or None. A tenant's global list always exists, as the default one does:
+        until its first write makes it, it reads as empty at revision 0 (a read never writes)."""
         state = await self._store.get(session_id)
-        if state is None and tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
-            now = self._clock()
-            state, _ = await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
+        if state is None and _is_tenants_global_list(session_id):
+            return SessionState(session_id, 0, (), SessionInfo())
         return state
 
-    async def batch_get(self, session_ids: Sequence[str]) -> tuple[list[SessionState], list[str]]:
-        """The sessions that exist, in request order (each once), and the ids that name none."""
+    async def batch_get(
+        self, session_ids: Sequence[str], size: Sizer | None = None
+    ) -> tuple[list[SessionState], list[str], list[str]]:
+        """The sessions that exist, in request order (each once), up to ``MAX_RESPONSE_BYTES`` (by
+        ``size``); the ids that name none; the ids left unread for lack of room (ask again)."""
         if len(session_ids) > self._limits.max_batch_size:
             raise InvalidArgument([("session_ids", f"at most {self._limits.max_batch_size} ids")])
         unique = list(dict.fromkeys(session_ids))
         violations = self._ids_violations(unique, "session_ids")
         if violations:
             raise InvalidArgument(violations)
-        found, missing = [], []
-        for session_id in unique:
+        found: list[SessionState] = []
+        missing: list[str] = []
+        held = 0
+        for n, session_id in enumerate(unique):
             state = await self._load(session_id)
             if state is None:
                 missing.append(session_id)
-            else:
-                found.append(state)
-        return found, missing
+                continue
+            held += size(state) if size is not None else 0
+            if found and held > MAX_RESPONSE_BYTES:
+                return found, missing, unique[n:]
+            found.append(state)
+        return found, missing, []
 
     def filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
         """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
@@ -255,10 +279,16 @@ class TodoBook:
     # Writes
 
     async def replace(
-        self, session_id: str, drafts: list[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
+        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
     ) -> SessionState:
-        mutation = ReplaceTodos(ops.replace_all(drafts, self._limits))
-        return (await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)).state
+        operation = self.replace_operation(session_id, drafts, expected_revision=expected_revision)
+        return (await self._write(operation, origin=origin)).state
+
+    def replace_operation(
+        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None
+    ) -> Write:
+        """A ReplaceTodos checked on its own."""
+        return self._checked(Write(session_id, ReplaceTodos(ops.replace_all(drafts, self._limits)), expected_revision))
 
     async def add(
         self,
@@ -272,16 +302,28 @@ class TodoBook:
     ) -> AddResult:
         if len(request_id) > self._limits.max_todo_id_length:
             raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
-
         fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
-        mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
-        written = await self._write(
-            session_id, mutation, expected_revision=expected_revision, request_id=request_id, origin=origin
+        operation = self.add_operation(
+            session_id, draft, index=index, expected_revision=expected_revision, fingerprint=fingerprint
         )
+        written = await self._write(operation, request_id=request_id, origin=origin)
         assert written.result is not None
         if written.change is None and written.result.fingerprint and written.result.fingerprint != fingerprint:
             raise RequestIdReused(session_id, request_id)
         return written.result
+
+    def add_operation(
+        self,
+        session_id: str,
+        draft: TodoDraft,
+        *,
+        index: int | None = None,
+        expected_revision: int | None = None,
+        fingerprint: str = "",
+    ) -> Write:
+        """An AddTodo checked on its own."""
+        mutation = AddTodo(ops.materialize(draft, self._limits), index, bool(draft.id), fingerprint)
+        return self._checked(Write(session_id, mutation, expected_revision))
 
     async def update(
         self,
@@ -296,6 +338,33 @@ class TodoBook:
         remove_metadata_keys: Sequence[str] = (),
         origin: str = "",
     ) -> tuple[Todo, int, bool]:
+        operation = self.update_operation(
+            session_id,
+            todo_id,
+            content=content,
+            status=status,
+            priority=priority,
+            expected_revision=expected_revision,
+            set_metadata=set_metadata,
+            remove_metadata_keys=remove_metadata_keys,
+        )
+        after = (written := await self._write(operation, origin=origin)).state
+        todo = next(todo for todo in after.todos if todo.id == todo_id)
+        return todo, after.revision, written.change is not None
+
+    def update_operation(
+        self,
+        session_id: str,
+        todo_id: str,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        priority: str | None = None,
+        expected_revision: int | None = None,
+        set_metadata: Mapping[str, str] = NO_ENTRIES,
+        remove_metadata_keys: Sequence[str] = (),
+    ) -> Write:
+        """An UpdateTodo checked on its own."""
         ops.check_update(content, status, priority, set_metadata, remove_metadata_keys, self._limits)
         mutation = UpdateTodo(
             todo_id,
@@ -305,38 +374,32 @@ class TodoBook:
             ops.frozen(set_metadata),
             tuple(remove_metadata_keys),
         )
-        after = (
-            written := await self._write(session_id, mutation, expected_revision=expected_revision, origin=origin)
-        ).state
-        todo = next(todo for todo in after.todos if todo.id == todo_id)
-        return todo, after.revision, written.change is not None
+        return self._checked(Write(session_id, mutation, expected_revision))
 
     async def remove_todo(
         self, session_id: str, todo_id: str, *, expected_revision: int | None = None, origin: str = ""
     ) -> int:
-        return (
-            await self._write(session_id, RemoveTodo(todo_id), expected_revision=expected_revision, origin=origin)
-        ).state.revision
+        operation = self.remove_todo_operation(session_id, todo_id, expected_revision=expected_revision)
+        return (await self._write(operation, origin=origin)).state.revision
 
-    async def _write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str = "",
-        origin: str = "",
-    ) -> Written:
+    def remove_todo_operation(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> Write:
+        """A RemoveTodo checked on its own."""
+        return self._checked(Write(session_id, RemoveTodo(todo_id), expected_revision))
+
+    def _checked(self, operation: Write) -> Write:
+        ops.check_session_id(operation.session_id, self._limits)
+        return operation
+
+    async def _write(self, operation: Write, *, request_id: str = "", origin: str = "") -> Written:
         """One atomic write in the store; its change goes to this process's watchers."""
-        ops.check_session_id(session_id, self._limits)
         ops.check_origin(origin)
-        if tenancy.tenant_of(session_id) and ops.is_global_list(session_id):
-            await self._load(session_id)  # a tenant's global list exists from its first use
+        session_id = operation.session_id
+        await self._made_if_tenants_global_list(session_id)
         try:
             written = await self._store.write(
                 session_id,
-                mutation,
-                expected_revision=expected_revision,
+                operation.mutation,
+                expected_revision=operation.expected_revision,
                 request_id=request_id,
                 origin=origin,
                 now=self._clock(),
@@ -349,14 +412,57 @@ class TodoBook:
             self._hub.publish(written.change)
         return written
 
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str = "",
+        fingerprint: str = "",
+        origin: str = "",
+        tenant: str = tenancy.DEFAULT_TENANT,
+    ) -> tuple[Outcome, ...]:
+        """Apply operations (each checked on its own by its ``*_operation``) atomically, in order;
+        a failing one is named by ``write_index``. A ``request_id`` is ``tenant``'s: another
+        tenant's same id is another batch; ``fingerprint`` tells a retry from a reuse."""
+        if not operations:
+            raise InvalidArgument([("writes", "at least one write")])
+        if len(operations) > MAX_WRITES:
+            raise InvalidArgument([("writes", f"at most {MAX_WRITES} writes")])
+        ops.check_origin(origin)
+        if len(request_id) > self._limits.max_todo_id_length:
+            raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
+        for session_id in {op.session_id for op in operations if isinstance(op, Write)}:
+            await self._made_if_tenants_global_list(session_id)
+        try:
+            written = await self._store.write_batch(
+                operations,
+                request_id=f"{tenant}\n{request_id}" if request_id else "",
+                fingerprint=fingerprint,
+                origin=origin,
+                now=self._clock(),
+                limits=self._limits,
+            )
+        except RevisionMismatch:
+            self._observer.write_conflict("expected_revision")
+            raise
+        for change in written.changes:
+            if change.kind is ChangeKind.SESSION_REMOVED:
+                self._end([change])
+            else:
+                self._hub.publish(change)
+        return written.outcomes
+
+    async def _made_if_tenants_global_list(self, session_id: str) -> None:
+        """A tenant's global list is made by its first write."""
+        if _is_tenants_global_list(session_id) and await self._store.get(session_id) is None:
+            now = self._clock()
+            await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
+
     def _on_external_change(self, change: Change) -> None:
         if change.kind is ChangeKind.RESET and not change.session_id:
             self._hub.lag_all(change.cursor)
         elif change.kind is ChangeKind.SESSION_REMOVED:
-            self._count(change)
             self._hub.end_session(change)
-        elif change.kind is ChangeKind.SESSION_CREATED:
-            self._published(change)
         else:
             self._hub.publish(change)
 
@@ -382,6 +488,22 @@ class TodoBook:
 
     def shut_down(self) -> None:
         self._hub.shut_down()
+
+
+def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[SessionState]:
+    """The first of ``sessions`` that fit in ``MAX_RESPONSE_BYTES`` together (at least one)."""
+    if size is None:
+        return sessions
+    held = 0
+    for n, state in enumerate(sessions):
+        held += size(state)
+        if n and held > MAX_RESPONSE_BYTES:
+            return sessions[:n]
+    return sessions
+
+
+def _is_tenants_global_list(session_id: str) -> bool:
+    return bool(tenancy.tenant_of(session_id)) and ops.is_global_list(session_id)
 
 
 def _filter_digest(only: SessionFilter) -> str:

@@ -63,14 +63,15 @@ def state_bytes(todos: Sequence[Todo], info: SessionInfo | None) -> int:
 _change_sizes: weakref.WeakKeyDictionary[Change, int] = weakref.WeakKeyDictionary()
 
 
-def change_bytes(change: Change, state_size: int | None = None) -> int:
+def change_bytes(change: Change) -> int:
     """A retained change: its list and labels (often shared with the next change, counted anyway)
-    and its encoding. Measured once per change however many holders ask (``state_size``: already
-    known, ``state_bytes`` of the change's list and info)."""
+    and its encoding. Measured once per change however many holders ask (a store that measured
+    its state says so in ``state_size``)."""
+    if change.state_size >= 0:
+        return CHANGE_OVERHEAD + 2 * change.state_size
     size = _change_sizes.get(change)
     if size is None:
-        state_size = state_bytes(change.todos, change.info) if state_size is None else state_size
-        size = _change_sizes[change] = CHANGE_OVERHEAD + 2 * state_size
+        size = _change_sizes[change] = CHANGE_OVERHEAD + 2 * state_bytes(change.todos, change.info)
     return size
 
 

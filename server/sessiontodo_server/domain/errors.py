@@ -9,6 +9,9 @@ from __future__ import annotations
 class TodoError(Exception):
     """Base class of every error the domain reports to callers."""
 
+    write_index: int | None = None
+    """Which operation of a batch failed (``batch.at_write``), when the error is a batch's."""
+
 
 class InvalidArgument(TodoError):
     """The request is malformed; ``violations`` lists ``(field, description)`` pairs."""
@@ -69,6 +72,20 @@ class RequestIdReused(TodoError):
             f"request_id {request_id!r} was already used in session {session_id!r} by a different request;"
             " use a new request_id for a new request"
         )
+
+
+class BatchRequestIdReused(TodoError):
+    """A batch's request id already used by a batch asking for something else."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(
+            f"request_id {request_id!r} was already used by a different batch; use a new request_id for a new batch"
+        )
+
+
+class Unsupported(TodoError):
+    """The store behind this server cannot do what the call asks (BatchWrite on etcd, for now)."""
 
 
 class Unavailable(TodoError):

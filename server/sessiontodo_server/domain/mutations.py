@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from sessiontodo_server.domain import todos as ops
 from sessiontodo_server.domain.errors import InvalidArgument
@@ -73,15 +74,14 @@ class UpdateSession:
 Mutation = ReplaceTodos | AddTodo | UpdateTodo | RemoveTodo | UpdateSession
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
+class Applied(NamedTuple):
     """A mutation's effect: the change's kind, the list and metadata after it."""
 
     kind: ChangeKind
     todos: tuple[Todo, ...]
     info: SessionInfo
     todo_id: str = ""
-    index: int = 0
+    position: int = 0
     """Where an AddTodo put its todo."""
 
 

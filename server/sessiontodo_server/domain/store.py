@@ -9,10 +9,11 @@ external engine, without read-then-compare-and-set loops.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+from sessiontodo_server.domain.batch import BatchWritten, Operation
 from sessiontodo_server.domain.mutations import Mutation
 from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
@@ -31,6 +32,7 @@ __all__ = [
     "REQUEST_RETENTION_WRITES",
     "AddResult",
     "SessionState",
+    "StoreInUseError",
     "StoreStartupError",
     "TodoStore",
     "Written",
@@ -47,8 +49,13 @@ class StoreStartupError(Exception):
     operator, naming the file or address; the server exits instead of serving."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionState:
+class StoreInUseError(StoreStartupError):
+    """Another server holds the store (an sqlite file is served by one process at a time)."""
+
+
+class SessionState(NamedTuple):
+    """A session as a read or a write left it (a named tuple: one is made on every call)."""
+
     session_id: str
     revision: int
     todos: tuple[Todo, ...]
@@ -70,8 +77,7 @@ class AddResult:
     """What the request asked for (``todos.request_fingerprint``); empty when not known (older data)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(NamedTuple):
     """What a write did: the session as the write left it, the change it made (None when nothing
     changed, or for a retried request id), and an AddTodo's result (for a retry, the first call's)."""
 
@@ -90,10 +96,12 @@ class TodoStore(Protocol):
     async def close(self) -> None: ...
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         """Get or create; the SESSION_CREATED change when created. Raises SessionNotFound
-        (parent), ParentMismatch or LimitExceeded.
+        (parent), ParentMismatch or LimitExceeded (``max_sessions`` in all, or ``max_per_tenant``
+        of the id's tenant, its global list not counted; 0: no such limit), checked and created
+        in one step however many replicas share the store.
 
         A new session starts at revision 0, or above every revision a removed session with
         the same id reached, so a revision from a previous incarnation never looks current.
@@ -116,6 +124,10 @@ class TodoStore(Protocol):
 
     def held_bytes(self) -> tuple[int, int]:
         """Bytes this process holds against the memory budget for lists, and for history and feed."""
+
+    def feed_position(self) -> int:
+        """The cursor of the newest change this process has delivered (once open: what a feed
+        starting from now has seen everything up to, a restarted server included)."""
 
     async def write(
         self,
@@ -141,14 +153,41 @@ class TodoStore(Protocol):
         only once what it answers from is durable, so ``get`` and watchers never run ahead of it.
         """
 
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> BatchWritten:
+        """Apply ``operations`` in order, each to the state the ones before it left, in one atomic
+        step (one transaction): all of them or none. Each follows the rules of the call it stands
+        for (``write``: its mutation and expected revision, stamping ``updated_at = now``;
+        ``create_session`` with ``limits.max_sessions``; ``remove_session`` with reason REMOVED),
+        and a failing one raises that call's error with ``write_index`` set (``batch.at_write``),
+        leaving everything as it was. The changes, each with ``origin``, carry consecutive feed
+        cursors in operation order (a removal one per removed session, as ``remove_session``).
+
+        A ``request_id`` (qualified with its tenant: ``tenant\nid``) still remembered returns the
+        first batch's outcomes and writes nothing, or raises BatchRequestIdReused when that batch's
+        ``fingerprint`` differs; a new one is remembered with the batch's outcomes, atomically with
+        it, for at least ``REQUEST_RETENTION_SECONDS``.
+
+        Answers like ``write``: once what it answers from is durable.
+        """
+
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         """The session's changes after ``revision`` up to now, or None when they cannot be bridged."""
 
     async def feed_after(self, cursor: int) -> list[Change] | None:
         """Every change after ``cursor`` up to now, in feed order, or None when they cannot be bridged."""
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
-        """Every session, read at one feed cursor, and that cursor."""
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        """Every session (or every one of ``tenant``'s, its global list included, reading no other
+        tenant's), read at one feed cursor, and that cursor."""
 
     async def expired(self, now: float) -> list[str]:
         """Ids of sessions whose idle TTL has run out at ``now``."""

@@ -101,8 +101,9 @@ class TodoStreams:
             if missed is not None:
                 last = resume or 0
                 for change in missed:
-                    if only.matches(change.session_id, change.info):
-                        yield FeedMessage(self._hub.hand_over(subscription, change), self._cursor(change.cursor))
+                    if only.shows(change):
+                        shown = self._hub.hand_over(subscription, _as_shown(change, only))
+                        yield FeedMessage(shown, self._cursor(change.cursor))
                     last = change.cursor
             elif resume is not None or include_snapshot:
                 last = 0
@@ -131,7 +132,7 @@ class TodoStreams:
             lagged = subscription.lagged
             for change in subscription.drain():
                 if change.cursor > last:
-                    yield FeedMessage(change, self._cursor(change.cursor))
+                    yield FeedMessage(_as_shown(change, only), self._cursor(change.cursor))
                     last = change.cursor
             if lagged:
                 async for message in self._feed_snapshot(only, reset="lagged"):
@@ -146,7 +147,7 @@ class TodoStreams:
         if reset:
             self._observer.watch_reset(reset)
             yield FeedMessage(Change("", ChangeKind.RESET, 0), "")
-        cursor, states = await self._store.snapshot()
+        cursor, states = await self._store.snapshot(only.tenant)
         for state in states:
             if only.matches(state.session_id, state.info):
                 yield FeedMessage(_whole(state, ChangeKind.SNAPSHOT), "")
@@ -163,6 +164,21 @@ class TodoStreams:
         if not epoch or not (position.isascii() and position.isdigit()):  # "²" is a digit to isdigit(), not to int()
             raise InvalidArgument([("after_cursor", "is not a cursor this service issued")])
         return int(position) if epoch == self._store.feed_epoch else -1
+
+
+def _as_shown(change: Change, only: SessionFilter) -> Change:
+    """A change as a feed with filter ``only`` shows it (which ``only.shows``): itself, or the
+    SESSION_LEFT_VIEW of a session whose labels no longer match."""
+    if not only.leaves_view(change):
+        return change
+    return Change(
+        change.session_id,
+        ChangeKind.SESSION_LEFT_VIEW,
+        change.revision,
+        info=change.info,
+        origin=change.origin,
+        cursor=change.cursor,
+    )
 
 
 def _whole(state: SessionState, kind: ChangeKind) -> Change:

@@ -124,7 +124,13 @@ class WatchHub:
     """Subscriptions by session id; a change touches only its own session's watchers."""
 
     def __init__(
-        self, buffer_size: int, max_watchers: int, buffer_bytes: int = 1 << 28, max_watchers_per_tenant: int = 0
+        self,
+        buffer_size: int,
+        max_watchers: int,
+        buffer_bytes: int = 1 << 28,
+        max_watchers_per_tenant: int = 0,
+        *,
+        position: int = 0,
     ) -> None:
         self._buffer_size = buffer_size
         self._max_watchers = max_watchers
@@ -139,7 +145,7 @@ class WatchHub:
         self._feeds: set[Subscription] = set()
         self._count = 0
         self._shutting_down = False
-        self.position = 0
+        self.position = position
         """The cursor of the last change published: every feed has been handed all changes up to it."""
 
     @property
@@ -217,7 +223,7 @@ class WatchHub:
         self._publish_to_feeds(change)
 
     def _publish_to_feeds(self, change: Change) -> None:
-        if feeds := [f for f in self._feeds if f.only is not None and f.only.matches(change.session_id, change.info)]:
+        if feeds := [f for f in self._feeds if f.only is not None and f.only.shows(change)]:
             self._deliver(change, feeds)
         self.position = max(self.position, change.cursor)
 

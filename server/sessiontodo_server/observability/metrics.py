@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from sessiontodo_server.domain import errors
+from sessiontodo_server.domain.batch import BatchWritten, Operation
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget
 from sessiontodo_server.domain.mutations import Mutation
@@ -261,10 +262,12 @@ class InstrumentedStore:
         await self._store.close()
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         with self._timed("create_session"):
-            return await self._store.create_session(session_id, info, max_sessions, origin)
+            return await self._store.create_session(
+                session_id, info, max_sessions, origin, max_per_tenant=max_per_tenant
+            )
 
     async def remove_session(self, session_id: str, reason: RemovalReason, origin: str = "") -> list[Change]:
         with self._timed("remove_session"):
@@ -289,6 +292,9 @@ class InstrumentedStore:
     def held_bytes(self) -> tuple[int, int]:
         return self._store.held_bytes()
 
+    def feed_position(self) -> int:
+        return self._store.feed_position()
+
     async def write(
         self,
         session_id: str,
@@ -311,6 +317,21 @@ class InstrumentedStore:
                 limits=limits,
             )
 
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> BatchWritten:
+        with self._timed("write_batch"):
+            return await self._store.write_batch(
+                operations, request_id=request_id, fingerprint=fingerprint, origin=origin, now=now, limits=limits
+            )
+
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         with self._timed("changes_after"):
             return await self._store.changes_after(session_id, revision)
@@ -319,9 +340,9 @@ class InstrumentedStore:
         with self._timed("feed_after"):
             return await self._store.feed_after(cursor)
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
         with self._timed("snapshot"):
-            return await self._store.snapshot()
+            return await self._store.snapshot(tenant)
 
     async def expired(self, now: float) -> list[str]:
         with self._timed("expired"):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
+from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.todos import Todo, TodoPriority, TodoStatus, frozen
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -52,3 +53,21 @@ def decode_todos(text: str | bytes) -> tuple[Todo, ...]:
 def encode_entries(entries: Mapping[str, str]) -> str:
     """Labels or metadata: a JSON object with sorted keys."""
     return encode_json(dict(sorted(entries.items())))
+
+
+def encode_outcomes(outcomes: Iterable[Outcome]) -> str:
+    """A batch's outcomes, a JSON array of ``[revision, changed, todo or null, position, todo ids, removed ids]``."""
+    return f"[{','.join(map(_encode_outcome, outcomes))}]"
+
+
+def _encode_outcome(outcome: Outcome) -> str:
+    todo = "null" if outcome.todo is None else encode_todo(outcome.todo)
+    ids, removed = encode_json(list(outcome.todo_ids)), encode_json(list(outcome.removed))
+    return f"[{outcome.revision},{'true' if outcome.changed else 'false'},{todo},{outcome.position},{ids},{removed}]"
+
+
+def decode_outcomes(text: str | bytes) -> tuple[Outcome, ...]:
+    return tuple(
+        Outcome(revision, changed, None if todo is None else todo_from_fields(todo), position, tuple(ids), tuple(gone))
+        for revision, changed, todo, position, ids, gone in json.loads(text)
+    )

@@ -37,11 +37,19 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, TODO_OVERHEAD, MemoryBudget, list_bytes
 from sessiontodo_server.domain.errors import Unavailable
-from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, StoreStartupError
+from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, StoreInUseError, StoreStartupError
 from sessiontodo_server.domain.todos import Change, ChangeKind, SessionInfo, Todo, frozen
-from sessiontodo_server.stores.codec import decode_todos, encode_entries, encode_todo, encode_todos
+from sessiontodo_server.stores.codec import (
+    decode_outcomes,
+    decode_todos,
+    encode_entries,
+    encode_outcomes,
+    encode_todo,
+    encode_todos,
+)
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
 
@@ -69,6 +77,12 @@ CREATE TABLE IF NOT EXISTS requests (
 );
 CREATE INDEX IF NOT EXISTS requests_by_revision ON requests (session_id, revision);
 CREATE TABLE IF NOT EXISTS removed (session_id TEXT PRIMARY KEY, revision INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (
+    request_id TEXT PRIMARY KEY,  -- the tenant, a newline, the batch's request id
+    at REAL NOT NULL,
+    fingerprint TEXT NOT NULL,
+    outcomes TEXT NOT NULL
+);
 """
 
 _SESSION_COLUMNS = {
@@ -109,8 +123,9 @@ log = logging.getLogger(__name__)
 Durability = Literal["process", "fsync"]
 _SYNCHRONOUS: dict[Durability, str] = {"process": "NORMAL", "fsync": "FULL"}
 
-_Record = Callable[[], int]
-"""One write's statements, run inside its batch's transaction; returns the feed cursor it reached."""
+_Record = Callable[[], int | None]
+"""One write's statements, run inside its batch's transaction; returns the feed cursor it reached
+(None: it has none, e.g. a remembered batch)."""
 
 PROBE_INTERVAL = 1.0
 """Seconds between probe writes while the file refuses writes."""
@@ -127,7 +142,7 @@ def _lock(path: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StoreStartupError(f"sqlite file {path} is in use by another sessiontodo server") from None
+        raise StoreInUseError(f"sqlite file {path.resolve()} is in use by another sessiontodo server") from None
     return fd
 
 
@@ -155,7 +170,7 @@ class SqliteJournal:
         """One transaction (and with ``fsync``, one fsync of the WAL) for the whole batch."""
         try:
             with self._transaction():  # commits on leaving
-                cursors = [record() for record in records]
+                cursors = [cursor for record in records if (cursor := record()) is not None]
                 if cursors:
                     self._set_meta("feed_cursor", cursors[-1])  # once per batch: the last write's
         except sqlite3.Error:
@@ -267,6 +282,12 @@ class SqliteJournal:
             )
         ]
         marks = list(self._db.execute("SELECT session_id, revision FROM removed ORDER BY rowid"))
+        batches = [
+            (key, fingerprint, decode_outcomes(outcomes), at)
+            for key, at, fingerprint, outcomes in self._db.execute(
+                "SELECT request_id, at, fingerprint, outcomes FROM batches ORDER BY at"
+            )
+        ]
         return Loaded(
             feed_epoch=epoch,
             cursor=self._meta("feed_cursor") or 0,
@@ -274,6 +295,7 @@ class SqliteJournal:
             removed_marks=marks,
             sessions=sessions,
             requests=requests,
+            batches=batches,
         )
 
     def _load_lists(self) -> dict[str, tuple[Todo, ...]]:
@@ -387,6 +409,18 @@ class SqliteJournal:
         )
         gone = was.keys() - {todo.id for todo in after}
         self._db.executemany("DELETE FROM todos WHERE session_id = ? AND todo_id = ?", ((session_id, i) for i in gone))
+
+    def remember_batch(
+        self, key: str, fingerprint: str, outcomes: tuple[Outcome, ...], at: float, forgotten: list[str], done: Done
+    ) -> asyncio.Future[None]:
+        record = partial(self._remember_batch, key, fingerprint, encode_outcomes(outcomes), at, forgotten)
+        return self._group.submit(record, done)
+
+    def _remember_batch(self, key: str, fingerprint: str, outcomes: str, at: float, forgotten: list[str]) -> None:
+        for chunk in _chunks(forgotten, 500):
+            self._db.execute(f"DELETE FROM batches WHERE request_id IN ({','.join('?' * len(chunk))})", chunk)
+        self._db.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?)", (key, at, fingerprint, outcomes))
+        return None
 
     def remove_sessions(
         self,

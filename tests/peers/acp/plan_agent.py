@@ -3,7 +3,9 @@
 Run over stdio: ``python tests/peers/acp/plan_agent.py``. A prompt whose text is JSON
 ``{"plans": [[entry, …], …]}`` makes it send each plan, in order, as a ``session/update``
 ``plan`` notification, then end the turn (a plan given as ``{"entries": […], "_meta": {…}}``
-carries a plan-level ``_meta``). Entries are sent exactly as given: valid ones
+carries a plan-level ``_meta``). The next plan protocol too: ``{"planUpdate": {"type", "planId",
+…}}`` is sent as a ``plan_update`` and ``{"planRemoved": "<planId>"}`` as a ``plan_removed``, as
+given. Entries are sent exactly as given: valid ones
 through the SDK's typed ``session_update``, lists with values outside ACP's sets as raw
 JSON (the SDK would refuse to build them). ``session/new`` takes the session id from
 ``_meta.wantedSessionId`` when given, else makes one up. It supports ``session/load`` (replaying the last
@@ -120,6 +122,14 @@ class PlanAgent:
         return None
 
     async def _send_plan(self, session_id: str, plan: list[Any] | dict[str, Any]) -> None:
+        if isinstance(plan, dict) and ("planUpdate" in plan or "planRemoved" in plan):
+            operation = (
+                {"sessionUpdate": "plan_update", "plan": plan["planUpdate"]}
+                if "planUpdate" in plan
+                else {"sessionUpdate": "plan_removed", "planId": plan["planRemoved"]}
+            )
+            await self._conn._conn.send_notification("session/update", {"sessionId": session_id, "update": operation})
+            return
         self._last_plans[session_id] = plan
         entries, meta = (plan["entries"], plan.get("_meta")) if isinstance(plan, dict) else (plan, None)
         typed = _typed_entries(entries)

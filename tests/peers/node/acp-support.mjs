@@ -7,6 +7,8 @@
 //   ACP_PROXY_COMMAND    JSON array: the proxy command line, agent command included
 //   ACP_AGENT_ENV        optional JSON object: environment for the proxy and its agent
 //   ACP_AGENT_CWD        optional: working directory (and session cwd) for the proxy and its agent
+//   ACP_AGENT_EXIT_CODE  optional: the proxy's exit code once the editor leaves (default 0; 143 for an
+//                        agent that ignores the end of its input and is ended by the proxy's SIGTERM)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -14,10 +16,11 @@ import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
 import * as acp from '@agentclientprotocol/sdk';
+import * as acpUnstable from '@agentclientprotocol/sdk/unstable';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
-export { acp };
+export { acp, acpUnstable };
 
 function required(name) {
   const value = process.env[name];
@@ -31,6 +34,7 @@ const AGENT_ENV = JSON.parse(process.env.ACP_AGENT_ENV ?? '{}');
 export const CWD = process.env.ACP_AGENT_CWD ?? process.cwd();
 const PROTO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../protos');
 export const WAIT_MS = Number(process.env.ACP_WAIT_MS ?? 20_000);
+const EXIT_CODE = Number(process.env.ACP_AGENT_EXIT_CODE ?? 0);
 const CALL_DEADLINE_MS = 10_000;
 
 // sessiontodo over gRPC
@@ -91,17 +95,22 @@ export const entry = (content, status = 'pending', priority = 'medium') => ({ co
 // An editor: the TypeScript SDK's client app on the proxy's stdio
 
 export class Editor {
-  /** Start the proxy (which starts the agent) and initialize an ACP connection to it. */
-  static async open() {
-    const editor = new Editor();
-    editor.initialized = await editor.agent.request(acp.methods.agent.initialize, {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: {},
-    });
+  /**
+   * Start the proxy (which starts the agent) and initialize an ACP connection to it. `sdk`: the SDK
+   * entry point the editor is built on (acpUnstable for the next plan protocol), `clientCapabilities`
+   * what it advertises (`{ plan: {} }`: it takes plan_update and plan_removed); `initialize`: the whole
+   * initialize params instead (the v2 draft's differ).
+   */
+  static async open({ sdk = acp, clientCapabilities = {}, initialize = null } = {}) {
+    const editor = new Editor(sdk);
+    editor.initialized = await editor.agent.request(
+      sdk.methods.agent.initialize,
+      initialize ?? { protocolVersion: sdk.PROTOCOL_VERSION, clientCapabilities },
+    );
     return editor;
   }
 
-  constructor() {
+  constructor(sdk = acp) {
     this.child = spawn(PROXY_COMMAND[0], PROXY_COMMAND.slice(1), {
       stdio: ['pipe', 'pipe', 'inherit'],
       cwd: CWD,
@@ -115,15 +124,19 @@ export class Editor {
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
     /** sessionId -> every plan shown, in arrival order, each as its entries. */
     this.plans = new Map();
-    const stream = acp.ndJsonStream(Writable.toWeb(this.child.stdin), Readable.toWeb(this.child.stdout));
-    this.connection = acp
+    /** sessionId -> every plan_update and plan_removed, in arrival order, as received. */
+    this.planUpdates = new Map();
+    const stream = sdk.ndJsonStream(Writable.toWeb(this.child.stdin), Readable.toWeb(this.child.stdout));
+    this.connection = sdk
       .client({ name: 'sessiontodo-conformance-editor' })
-      .onNotification(acp.methods.client.session.update, ({ params }) => {
-        if (params.update.sessionUpdate !== 'plan') return;
-        if (!this.plans.has(params.sessionId)) this.plans.set(params.sessionId, []);
-        this.plans.get(params.sessionId).push(params.update.entries);
+      .onNotification(sdk.methods.client.session.update, ({ params }) => {
+        const { sessionUpdate } = params.update;
+        const kept = sessionUpdate === 'plan' ? this.plans : sessionUpdate.startsWith('plan_') ? this.planUpdates : null;
+        if (!kept) return;
+        if (!kept.has(params.sessionId)) kept.set(params.sessionId, []);
+        kept.get(params.sessionId).push(sessionUpdate === 'plan' ? params.update.entries : params.update);
       })
-      .onRequest(acp.methods.client.session.requestPermission, () => ({ outcome: { outcome: 'cancelled' } }))
+      .onRequest(sdk.methods.client.session.requestPermission, () => ({ outcome: { outcome: 'cancelled' } }))
       .connect(stream);
     this.agent = this.connection.agent;
   }
@@ -155,12 +168,12 @@ export class Editor {
     const code = await Promise.race([this.exited, timeout]);
     clearTimeout(timer);
     if (code === 'timeout') this.child.kill('SIGKILL');
-    assert.equal(code, 0, 'the proxy exits with the agent exit code after the editor leaves');
+    assert.equal(code, EXIT_CODE, 'the proxy exits with the agent exit code after the editor leaves');
   }
 }
 
-export async function withEditor(body) {
-  const editor = await Editor.open();
+export async function withEditor(body, options = {}) {
+  const editor = await Editor.open(options);
   try {
     await body(editor);
   } finally {

@@ -70,6 +70,37 @@ function collect(stream, unwrap = (event) => event) {
 }
 
 const WATCHED_TYPES = new Set(["server.connected", "session.created", "session.updated", "session.deleted", "todo.updated"]);
+const SYNCED_TYPES = new Set(["session.created.1", "session.updated.1", "session.deleted.1"]);
+
+/** The sync frames of our sessions' events on /global/event: their order (session.updated.1 left out, as
+ * in eventsOf), the shape of each type, and whether each frame repeats its event's id and properties. */
+function syncsOf(frames, ids) {
+  const payloads = frames.map((frame) => frame.payload).filter(Boolean);
+  const syncs = payloads
+    .filter((payload) => payload.type === "sync" && SYNCED_TYPES.has(payload.syncEvent?.type))
+    .filter((payload) => ids.includes(payload.syncEvent.aggregateID));
+  const shapes = {};
+  for (const sync of syncs) shapes[sync.syncEvent.type] = shape(sync);
+  const eventsById = new Map(payloads.filter((payload) => payload.type !== "sync").map((payload) => [payload.id, payload]));
+  return {
+    order: syncs
+      .filter((sync) => sync.syncEvent.type !== "session.updated.1")
+      .map((sync) => `${sync.syncEvent.type}#${ids.indexOf(sync.syncEvent.aggregateID)}`),
+    shapes,
+    repeatTheirEvent: [
+      ...new Set(
+        syncs.map((sync) => {
+          const event = eventsById.get(sync.id);
+          return sync.syncEvent.id === sync.id && JSON.stringify(event?.properties) === JSON.stringify(sync.syncEvent.data);
+        }),
+      ),
+    ],
+    seqGrowsPerSession: ids.map((id) => {
+      const seqs = syncs.filter((sync) => sync.syncEvent.aggregateID === id).map((sync) => sync.syncEvent.seq);
+      return seqs.every((seq, i) => i === 0 || seq > seqs[i - 1]);
+    }),
+  };
+}
 
 /** Our sessions' events (and server.connected): their order as `type#session`, and each type's shape. */
 function eventsOf(events, ids, unwrap = (event) => event) {
@@ -141,6 +172,36 @@ report.getSession = { v1: describe(await answer(v1.session.get({ path: { id: a }
 const listed = await answer(v2.session.list({}));
 report.listSessions = { v2: describe({ ...listed, data: listed.data?.filter((s) => [a, b].includes(s.id)) }) };
 
+// Listing's query, children, and the routes beside sessions.
+const child = (await v2.session.create({ parentID: a, title: "differential child" })).data.id;
+const ours = (call) => call.then(({ data }) => (data ?? []).filter((s) => [a, b, child].includes(s.id)).map((s) => [a, b, child].indexOf(s.id)));
+report.listQueries = {
+  roots: (await ours(v2.session.list({ roots: true }))).sort(),
+  all: (await ours(v2.session.list({ roots: false }))).sort(),
+  search: await ours(v2.session.list({ search: "DIFFERENTIAL CHILD" })),
+  limitCount: (await v2.session.list({ limit: 1 })).data.length,
+  limitZeroCount: (await v2.session.list({ limit: 0 })).data.length,
+  badRoots: describe(await answer(v2.session.list({ roots: "maybe" }))),
+  badRootsKind: (await v2.session.list({ roots: "maybe" })).error?.data?.kind ?? null,
+};
+report.children = {
+  v2: describe(await answer(v2.session.children({ sessionID: a }))),
+  ids: ((await v2.session.children({ sessionID: a })).data ?? []).map((s) => s.id === child),
+  missing: describe(await answer(v2.session.children({ sessionID: MISSING }))),
+};
+const status = await answer(v2.session.status({}));
+report.status = { v2: describe(status), ours: Object.keys(status.data ?? {}).filter((id) => [a, b, child].includes(id)) };
+report.health = { v2: describe(await answer(v2.global.health())) };
+const path = await answer(v2.path.get({}));
+report.path = { v2: describe(path), directory: path.data?.directory === directory, worktree: path.data?.worktree === directory };
+const projects = await answer(v2.project.list({}));
+report.project = {
+  list: describe(projects),
+  current: describe(await answer(v2.project.current({}))),
+  currentWorktree: (await v2.project.current({})).data?.worktree === directory,
+};
+report.createBadBody = { v2: describe(await answer(v2.session.create({ parentID: 5 }))) };
+
 // Todos: any status or priority string is kept as given.
 const written = [
   { content: "Write the failing test", status: "completed", priority: "high" },
@@ -190,6 +251,7 @@ report.events = {
   v1: eventsOf(onV1.events, [a, b]),
   v2: eventsOf(onV2.events, [a, b]),
   global: eventsOf(onGlobal.events, [a, b], (event) => event.payload),
+  globalSync: syncsOf(onGlobal.events, [a, b]),
   globalEnvelopes: [
     ...new Set(
       onGlobal.events

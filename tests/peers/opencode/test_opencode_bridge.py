@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from sessiontodo_client import InvalidArgument, NotFound, Todo, TodoClient
 from sessiontodo_opencode import BusEvent, Subscription, TodoBridge, TodoUpdated
 from sessiontodo_opencode import Todo as OpenCodeTodo
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.todos import TodoDraft
 from tests.support import ServerProcess, eventually, free_port
 
 DIRECTORY = "/work/project"
@@ -222,3 +224,23 @@ async def test_a_service_that_lost_everything_is_announced_as_deleted_sessions(t
 
                 event = await next_event(subscription)
                 assert (event.type, event.session_id) == ("session.deleted", "ses_a")
+
+
+async def test_after_a_feed_reset_the_bridge_publishes_every_list_that_changed(start: Any) -> None:
+    """50 adds in one burst (committed before the feed runs again) overflow a one-change feed
+    buffer: the feed resets, and the bridge's last todo.updated still carries all 50."""
+    server: RunningServer = await start(watch_buffer=1)
+    async with TodoClient.connect(server.address) as client, bridge_for(client) as bridge:
+        await bridge.create_session("ses_a")
+        with bridge.subscribe() as subscription:
+            for n in range(50):  # the memory store commits without yielding: one burst
+                await server.book.add("ses_a", TodoDraft(content=f"t{n}"))
+            latest: list[str] = []
+
+            async def all_fifty_published() -> bool:
+                nonlocal latest
+                latest = listed(await next_update(subscription))[1]
+                return len(latest) == 50
+
+            await eventually(all_fifty_published, timeout=20)
+    assert sorted(latest) == sorted(f"t{n}" for n in range(50))

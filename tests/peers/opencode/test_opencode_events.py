@@ -190,6 +190,7 @@ async def test_the_global_stream_wraps_every_directorys_events_in_upstreams_enve
         await http.post("/session", json={"id": "ses_there"}, params={"directory": "/there"})
         await put(http, "ses_there", "t")
         created = await feed.next_event()
+        await feed.next_event()  # its sync frame (tests/peers/gateways/test_sidecar_upstream_gaps.py)
         updated = await feed.next_event()
 
     assert connected == {"payload": {"id": ANY, "type": "server.connected", "properties": {}}}

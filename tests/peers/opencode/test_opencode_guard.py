@@ -19,8 +19,8 @@ import pytest
 from pydantic import SecretStr
 
 from sessiontodo_client import ChannelSecurity, TodoClient
+from sessiontodo_client.security import host_allowed, origin_allowed
 from sessiontodo_opencode import RunningSidecar, Settings
-from sessiontodo_opencode.guard import host_allowed, origin_allowed
 from sessiontodo_opencode.sidecar import StartupError
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode.opencode_support import create_once_serving

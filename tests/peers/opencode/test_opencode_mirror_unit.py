@@ -12,7 +12,7 @@ import json
 import httpx
 
 from sessiontodo_client import NotFound, TodoClient
-from sessiontodo_opencode.mirror import OpenCodeMirror
+from sessiontodo_opencode.mirror import OpenCodeImporter
 from tests.support import eventually
 
 
@@ -58,7 +58,7 @@ def opencode(request: httpx.Request) -> httpx.Response:
 
 async def test_the_mirror_skips_what_it_cannot_apply_and_applies_the_rest(client: TodoClient) -> None:
     async with httpx.AsyncClient(base_url="http://opencode.test", transport=httpx.MockTransport(opencode)) as http:
-        mirror = OpenCodeMirror(client, http)
+        mirror = OpenCodeImporter(client, http)
         running = asyncio.create_task(mirror.run())
 
         async def mirrored() -> bool:
@@ -68,7 +68,7 @@ async def test_the_mirror_skips_what_it_cannot_apply_and_applies_the_rest(client
                 return False
 
         try:
-            await eventually(mirrored)
+            await eventually(mirrored, timeout=30)
         finally:
             running.cancel()
 

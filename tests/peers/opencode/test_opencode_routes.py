@@ -278,22 +278,6 @@ async def test_creating_a_child_of_an_unknown_parent_is_not_found(http: httpx.As
     assert response.json() == {"name": "NotFoundError", "data": {"message": "Session not found: ses_nobody"}}
 
 
-@pytest.mark.parametrize(
-    ("body", "expected_message"),
-    [({"id": "has space"}, "session_id: may only contain"), ({"id": 7}, "body.id: Input should be a valid string")],
-    ids=["malformed-id", "id-not-a-string"],
-)
-async def test_creating_a_session_with_a_bad_id_is_a_bad_request(
-    http: httpx.AsyncClient, client: TodoClient, body: dict[str, Any], expected_message: str
-) -> None:
-    response = await http.post("/session", json=body)
-
-    assert response.status_code == 400
-    assert response.json()["name"] == "BadRequest"
-    assert expected_message in response.json()["data"]["message"]
-    assert await client.list_sessions() == []
-
-
 async def test_deleting_a_session_answers_true_and_removes_it_with_its_children(
     http: httpx.AsyncClient, client: TodoClient
 ) -> None:

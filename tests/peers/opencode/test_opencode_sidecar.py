@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
 
+from sessiontodo_opencode import RunningSidecar
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode.opencode_support import EventFeed, create_once_serving, todos
 from tests.support import ROOT, eventually, free_port
@@ -50,3 +54,41 @@ async def test_the_sidecar_process_serves_opencode_routes_and_stops_cleanly_on_s
 
     assert exit_code == 0
     await eventually(lambda: server.book.watcher_count == 0)
+
+
+async def test_the_sidecar_serves_on_an_ipv6_loopback_address_with_a_fixed_port(
+    launch_sidecar: Callable[..., Awaitable[RunningSidecar]],
+) -> None:
+    with socket.create_server(("::1", 0), family=socket.AF_INET6) as probe:
+        port = probe.getsockname()[1]
+    sidecar = await launch_sidecar(host="[::1]", port=port)
+
+    async with httpx.AsyncClient(base_url=f"http://[::1]:{port}") as http:
+        response = await http.get("/session/ses_nobody/todo")
+
+    assert (sidecar.port, response.status_code) == (port, 404)
+
+
+async def test_with_sessiontodo_down_the_sidecar_says_at_once_what_it_waits_for_and_listens(tmp_path: Path) -> None:
+    port, unreachable = free_port(), f"127.0.0.1:{free_port()}"
+    log_path = tmp_path / "sidecar.log"
+    with log_path.open("wb") as log_file:
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "sessiontodo_opencode", "--sessiontodo-address", unreachable),
+            *("--port", str(port), "--ready-timeout", "120"),
+            cwd=ROOT,
+            stderr=log_file,
+        )
+    try:
+        # Far below the 120 s it waits for sessiontodo: before, nothing was said (nor served) until then.
+        await eventually(lambda: unreachable in log_path.read_text(), timeout=30)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as http:
+            health = await http.get("/global/health")
+    finally:
+        process.kill()
+        await process.wait()
+
+    said = next(line for line in log_path.read_text().splitlines() if unreachable in line)
+    assert f"listening on http://127.0.0.1:{port}" in said
+    assert "waiting at most 120s" in said
+    assert health.status_code == 200

@@ -3,8 +3,10 @@
 ``OpenCodeHome`` makes everything OpenCode reads (``HOME``, ``XDG_*`` dirs, a ``git init``ed
 project with an ``opencode.json`` whose only provider is the stub model) and the environment
 that keeps it off the network; ``command(...)`` runs the binary pinned in package-lock.json
-(npm ``opencode-ai``). ``OpenCodeServer`` runs ``opencode serve`` on a fixed free port and can
-be stopped and started again on the same port with the same state (an OpenCode restart).
+(npm ``opencode-ai``). A home made with ``plugins`` lists them in every project's ``opencode.json``;
+without, OpenCode runs ``--pure`` (no external plugins). ``OpenCodeServer`` runs ``opencode serve``
+on a fixed free port and can be stopped and started again on the same port with the same state
+(an OpenCode restart).
 ``opencode acp`` users take ``home.command("acp")`` and ``home.environment()``.
 """
 
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import httpx
 
+from sessiontodo_client import NotFound, TodoClient
+from sessiontodo_opencode.translate import todos_from_service
 from tests.peers.opencode_real.stub_model import todo_prompt
 from tests.support import ROOT, eventually, free_port
 
@@ -40,9 +44,9 @@ OFFLINE_ENVIRONMENT = {
 """What keeps OpenCode from fetching anything (models list, updates, plugins, LSP servers)."""
 
 
-def opencode_config(model_base_url: str) -> dict[str, object]:
-    """``opencode.json`` with the stub model as the only provider and ``todowrite`` allowed."""
-    return {
+def opencode_config(model_base_url: str, plugins: Sequence[object] = ()) -> dict[str, object]:
+    """``opencode.json`` with the stub model as the only provider, ``todowrite`` allowed, and ``plugins``."""
+    return ({"plugin": list(plugins)} if plugins else {}) | {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
         "share": "disabled",
@@ -68,9 +72,11 @@ def opencode_config(model_base_url: str) -> dict[str, object]:
 class OpenCodeHome:
     """A private OpenCode installation state under ``root``: home, XDG dirs and project dirs."""
 
-    def __init__(self, root: Path, model_base_url: str) -> None:
+    def __init__(self, root: Path, model_base_url: str, plugins: Sequence[object] = ()) -> None:
         self.root = root
         self.model_base_url = model_base_url
+        self.plugins = list(plugins)
+        """``opencode.json``'s ``plugin`` entries: a path, or ``[path, options]``."""
         self.home = root / "home"
         for name in ("home", "config", "data", "cache", "state"):
             (root / name).mkdir(parents=True, exist_ok=True)
@@ -81,7 +87,8 @@ class OpenCodeHome:
         project = self.root / name
         project.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "init", "--quiet", str(project)], check=True)
-        (project / "opencode.json").write_text(json.dumps(opencode_config(self.model_base_url), indent=2))
+        config = opencode_config(self.model_base_url, self.plugins)
+        (project / "opencode.json").write_text(json.dumps(config, indent=2))
         return project.resolve()
 
     def environment(self) -> dict[str, str]:
@@ -132,7 +139,13 @@ class OpenCodeServer:
         with self._log_path.open("wb") as log_file:
             self._process = await asyncio.create_subprocess_exec(
                 *self.home.command(
-                    "serve", "--pure", "--print-logs", "--hostname", "127.0.0.1", "--port", str(self.port)
+                    "serve",
+                    *(() if self.home.plugins else ("--pure",)),
+                    "--print-logs",
+                    "--hostname",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
                 ),
                 cwd=self.home.project,
                 env=self.home.environment(),
@@ -190,8 +203,11 @@ class OpenCodeServer:
             assert response.status_code == 204, (response.status_code, response.text)
 
             async def done() -> bool:
-                written = (await http.get(f"/session/{session_id}/todo")).json() == list(todos)
-                return written and session_id not in (await http.get("/session/status")).json()
+                try:  # a freshly restarted OpenCode on a loaded machine can drop a connection: ask again
+                    written = (await http.get(f"/session/{session_id}/todo")).json() == list(todos)
+                    return written and session_id not in (await http.get("/session/status")).json()
+                except httpx.TransportError:
+                    return False
 
             await eventually(done, timeout=60.0, interval=0.1)
 
@@ -204,3 +220,12 @@ class OpenCodeServer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+async def contents_in_sessiontodo(client: TodoClient, session_id: str) -> list[dict[str, str]] | None:
+    """The session's list as OpenCode todos (status/priority as given), or None if it does not exist."""
+    try:
+        todos = (await client.get_todos(session_id)).todos
+    except NotFound:
+        return None
+    return [todo.model_dump(exclude={"id"}) for todo in todos_from_service(todos)]

@@ -1,18 +1,25 @@
-"""A tiny OpenAI-compatible chat-completions server that makes a real OpenCode write todos.
+"""A tiny model server that makes real agents write todos: OpenAI chat completions and Anthropic Messages.
 
-OpenCode (``opencode serve`` or ``opencode acp``) is configured with a custom provider whose
-``baseURL`` is this server (see ``opencode_peer.OpenCodeHome``). Its answers are scripted
-by the prompt:
+Agents are pointed at it instead of a real model: OpenCode (``opencode serve`` or ``opencode
+acp``) through a custom provider whose ``baseURL`` is ``base_url`` (see
+``opencode_peer.OpenCodeHome``), Qwen Code through ``OPENAI_BASE_URL``, Claude Code
+(claude-agent-acp) through ``ANTHROPIC_BASE_URL`` (``anthropic_base_url``). Its answers are
+scripted by the prompt, the same way for both APIs:
 
-- the last message is the user's and the request offers the ``todowrite`` tool: one
-  ``todowrite`` tool call. The list is the JSON after ``TODOS:`` in the prompt (build it
-  with ``todo_prompt``), or ``DEFAULT_TODOS`` when the prompt has none;
-- anything else (the tool's result came back, OpenCode's title request without tools):
-  plain text, ``TITLE`` for a title request.
+- the request offers a todo tool (``TODO_TOOLS``: OpenCode's ``todowrite``, Qwen Code's
+  ``todo_write``, Claude Code's ``TodoWrite``; or the one name given to ``StubModel``, e.g. an
+  MCP tool's as the agent exposes it) and no tool result has come back since the last user
+  message that asks: one call of that tool with ``{"todos": <list>}``. The list is the JSON
+  value right after ``TODOS:`` in that message (build it with ``todo_prompt``, in the fields
+  the agent's tool takes; agents may append reminders after it), or ``DEFAULT_TODOS`` when no
+  user message has one;
+- anything else (the tool's result came back, a title request without tools): plain text,
+  ``TITLE`` for a request without tools.
 
-Both streaming (SSE chunks, then ``data: [DONE]``) and non-streaming answers are served,
-whichever the request asks for. The server runs in its own thread, so a test that blocks its
-event loop never stalls OpenCode; every request body is kept in ``requests`` for assertions.
+Streaming (OpenAI: SSE chunks then ``data: [DONE]``; Anthropic: its named SSE events) and
+non-streaming answers are served, whichever the request asks for. The server runs in its own
+thread, so a test that blocks its event loop never stalls an agent; every request body is kept
+in ``requests`` for assertions.
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ DEFAULT_TODOS: list[dict[str, str]] = [
 ]
 
 
-def todo_prompt(todos: Sequence[Mapping[str, str]]) -> str:
-    """A prompt that makes the stub call ``todowrite`` with exactly ``todos``."""
+def todo_prompt(todos: Sequence[Mapping[str, Any]]) -> str:
+    """A prompt that makes the stub call the offered todo tool with exactly ``todos``."""
     return f"Plan the work with the todo tool. {TODOS_MARKER} {json.dumps(list(todos))}"
 
 
@@ -52,37 +59,77 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _offers_tool(request: Mapping[str, Any], name: str) -> bool:
-    return any(tool.get("function", {}).get("name") == name for tool in request.get("tools") or ())
+TODO_TOOLS = ("todowrite", "todo_write", "TodoWrite")
+"""The todo tools the stub calls: OpenCode's, Qwen Code's and Claude Code's."""
 
 
-def todos_asked_for(request: Mapping[str, Any]) -> list[dict[str, str]] | None:
-    """The list the stub writes for this request, or None when it answers with text."""
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    """A tool's name: OpenAI nests it under ``function``, Anthropic does not."""
+    name = tool.get("function", {}).get("name") if "function" in tool else tool.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _is_tool_result(message: Mapping[str, Any]) -> bool:
+    """OpenAI's ``tool`` message, or an Anthropic user message carrying a ``tool_result`` block."""
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return message.get("role") == "tool" or any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in blocks
+    )
+
+
+def todos_asked_for(
+    request: Mapping[str, Any], tools: Sequence[str] = TODO_TOOLS
+) -> tuple[str, list[dict[str, Any]]] | None:
+    """The todo tool (one of ``tools``) the stub calls for this request and the list it writes, or None
+    for a text answer.
+
+    Agents add reminders of their own as user messages, so the instruction is read from the last user
+    message that has one; a tool result after it means the call was made.
+    """
+    offered = [name for name in map(_tool_name, request.get("tools") or ()) if name in tools]
     messages = request.get("messages") or []
-    if not messages or messages[-1].get("role") != "user" or not _offers_tool(request, "todowrite"):
+    users = [i for i, message in enumerate(messages) if message.get("role") == "user" and not _is_tool_result(message)]
+    if not offered or not users:
         return None
-    text = _text_of(messages[-1])
+    asking = next((i for i in reversed(users) if TODOS_MARKER in _text_of(messages[i])), users[-1])
+    if any(_is_tool_result(message) for message in messages[asking + 1 :]):
+        return None
+    text = _text_of(messages[asking])
     if TODOS_MARKER not in text:
-        return DEFAULT_TODOS
-    todos: list[dict[str, str]] = json.loads(text.split(TODOS_MARKER, 1)[1])
-    return todos
+        return offered[0], [dict(todo) for todo in DEFAULT_TODOS]
+    todos: list[dict[str, Any]] = json.JSONDecoder().raw_decode(text.split(TODOS_MARKER, 1)[1].lstrip())[0]
+    return offered[0], todos
 
 
-class _Answer:
-    """One completion: either a ``todowrite`` call or text, rendered whole or as stream chunks."""
+class _Decision:
+    """What the stub answers a request with, whichever API renders it: one todo tool call, or text."""
 
-    def __init__(self, request: Mapping[str, Any], call_number: int) -> None:
+    def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
+        asked = todos_asked_for(request, tools)
+        self.tool = asked[0] if asked is not None else ""
+        self.todos = asked[1] if asked is not None else None
+        self.call_number = call_number
+        self.text = TITLE if not request.get("tools") else FINAL_TEXT
+
+    @property
+    def arguments(self) -> str:
+        return json.dumps({"todos": self.todos})
+
+
+class _Answer(_Decision):
+    """One chat completion: rendered whole or as stream chunks."""
+
+    def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
+        super().__init__(request, call_number, tools)
         self.id = f"chatcmpl-stub{call_number}"
         self.created = int(time.time())
-        self.todos = todos_asked_for(request)
         self.call_id = f"call_stub{call_number}"
-        self.text = TITLE if not request.get("tools") else FINAL_TEXT
         self.finish_reason = "tool_calls" if self.todos is not None else "stop"
         self.usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
     def _tool_call(self) -> dict[str, Any]:
-        arguments = json.dumps({"todos": self.todos})
-        return {"id": self.call_id, "type": "function", "function": {"name": "todowrite", "arguments": arguments}}
+        return {"id": self.call_id, "type": "function", "function": {"name": self.tool, "arguments": self.arguments}}
 
     def completion(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": None if self.todos is not None else self.text}
@@ -111,6 +158,44 @@ class _Answer:
         return envelope
 
 
+class _Message(_Decision):
+    """One Anthropic Messages answer: rendered whole or as its named stream events."""
+
+    def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
+        super().__init__(request, call_number, tools)
+        self.id = f"msg_stub{call_number}"
+        self.model = str(request.get("model") or MODEL_ID)
+        self.stop_reason = "tool_use" if self.todos is not None else "end_turn"
+        self.usage = {"input_tokens": 10, "output_tokens": 5}
+
+    def _block(self) -> dict[str, Any]:
+        if self.todos is not None:
+            return {"type": "tool_use", "id": f"toolu_stub{self.call_number}", "name": self.tool, "input": {}}
+        return {"type": "text", "text": ""}
+
+    def message(self) -> dict[str, Any]:
+        block = self._block()
+        block.update({"input": {"todos": self.todos}} if self.todos is not None else {"text": self.text})
+        return self._head() | {"content": [block], "stop_reason": self.stop_reason, "usage": self.usage}
+
+    def _head(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "stop_sequence": None}
+
+    def events(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        start = self._head() | {"content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+        yield "message_start", {"type": "message_start", "message": start}
+        yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": self._block()}
+        if self.todos is not None:
+            delta = {"type": "input_json_delta", "partial_json": self.arguments}
+        else:
+            delta = {"type": "text_delta", "text": self.text}
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+        stop = {"stop_reason": self.stop_reason, "stop_sequence": None}
+        yield "message_delta", {"type": "message_delta", "delta": stop, "usage": {"output_tokens": 5}}
+        yield "message_stop", {"type": "message_stop"}
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -124,12 +209,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
 
     def do_POST(self) -> None:
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        route = self.path.split("?", 1)[0].rstrip("/")
+        if route.endswith("/messages/count_tokens"):
+            self._json(200, {"input_tokens": 10})
+            return
+        if not route.endswith(("/chat/completions", "/messages")):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
             return
         try:
             request = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            answer = _Answer(request, self.server.record(request))
+            number = self.server.record(request)
+            if route.endswith("/messages"):
+                self._anthropic(request, _Message(request, number, self.server.tools))
+                return
+            answer = _Answer(request, number, self.server.tools)
         except (ValueError, TypeError, AttributeError) as error:
             self._json(400, {"error": {"message": f"bad request: {error}", "type": "invalid_request_error"}})
             return
@@ -146,6 +239,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
 
+    def _anthropic(self, request: Mapping[str, Any], message: _Message) -> None:
+        if not request.get("stream"):
+            self._json(200, message.message())
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        for name, data in message.events():
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            self.wfile.flush()
+
     def _json(self, status: int, body: object) -> None:
         content = json.dumps(body).encode()
         self.send_response(status)
@@ -158,8 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tools: Sequence[str]) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.tools = tools
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -172,18 +278,23 @@ class _Server(ThreadingHTTPServer):
 class StubModel:
     """The stub model on a free loopback port: ``with StubModel() as model: model.base_url``.
 
-    HTTP/1.0, one connection per request: no keep-alive state to go stale across an
-    OpenCode restart.
+    ``tool`` names the one todo tool it calls (default: whichever of ``TODO_TOOLS`` is offered).
+    HTTP/1.0, one connection per request: no keep-alive state to go stale across an OpenCode restart.
     """
 
-    def __init__(self) -> None:
-        self._server = _Server()
+    def __init__(self, tool: str | None = None) -> None:
+        self._server = _Server((tool,) if tool else TODO_TOOLS)
         self._thread = threading.Thread(target=self._server.serve_forever, name="stub-model", daemon=True)
 
     @property
     def base_url(self) -> str:
-        """The provider's ``baseURL``: ``http://127.0.0.1:<port>/v1``."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        """The OpenAI-compatible ``baseURL``: ``http://127.0.0.1:<port>/v1``."""
+        return f"{self.anthropic_base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """``ANTHROPIC_BASE_URL``: the server itself (the Anthropic SDK adds ``/v1/messages``)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def requests(self) -> list[dict[str, Any]]:

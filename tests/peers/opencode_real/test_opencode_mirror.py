@@ -17,10 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sessiontodo_client import ChangeKind, FeedEvent, NotFound, TodoClient, WatchEvent
-from sessiontodo_opencode.translate import todos_from_service
+from sessiontodo_client import ChangeKind, FeedEvent, TodoClient, WatchEvent
 from sessiontodo_server.app import RunningServer
-from tests.peers.opencode_real.opencode_peer import OpenCodeServer
+from tests.peers.opencode_real.opencode_peer import OpenCodeServer, contents_in_sessiontodo
 from tests.support import ROOT, eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
@@ -79,15 +78,7 @@ async def mirror(opencode: OpenCodeServer, server: RunningServer, tmp_path: Path
     await process.stop()
 
 
-async def contents_in_sessiontodo(client: TodoClient, session_id: str) -> list[dict[str, str]] | None:
-    """The session's list as OpenCode todos (status/priority as given), or None if it does not exist."""
-    try:
-        todos = (await client.get_todos(session_id)).todos
-    except NotFound:
-        return None
-    return [todo.model_dump(exclude={"id"}) for todo in todos_from_service(todos)]
-
-
+@pytest.mark.timeout(300)
 async def test_the_mirror_copies_every_sessions_lists_and_lifecycle_across_an_opencode_restart(
     opencode: OpenCodeServer, server: RunningServer, mirror: MirrorProcess
 ) -> None:

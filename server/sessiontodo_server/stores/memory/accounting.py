@@ -31,6 +31,23 @@ class ListsAccount:
         if share and self._per_tenant.get(record.tenant, 0) - record.size + size > share:
             raise LimitExceeded("memory per tenant", share)
 
+    def check_batch_growth(self, tenant: str, growth: int, tenant_growth: int) -> None:
+        """Refuse a batch whose lists would grow by ``growth`` bytes in all (``tenant_growth`` for
+        ``tenant``) past the lists' share or the tenant's share."""
+        if self.bytes + growth > self._budget.lists:
+            raise LimitExceeded("memory", self._budget.total)
+        share = self._budget.per_tenant
+        if share and self._per_tenant.get(tenant, 0) + tenant_growth > share:
+            raise LimitExceeded("memory per tenant", share)
+
+    def check_shared_growth(self, size: int) -> None:
+        if self.bytes + size > self._budget.lists:
+            raise LimitExceeded("memory", self._budget.total)
+
+    def resize_shared(self, delta: int) -> None:
+        """What no one tenant holds (remembered batches) counts toward the lists' share too."""
+        self.bytes += delta
+
     def resize_list(self, record: SessionRecord, delta: int) -> None:
         """A list grew or shrank by ``delta`` bytes."""
         record.size += delta

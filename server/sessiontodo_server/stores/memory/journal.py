@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.store import AddResult
 from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
 from sessiontodo_server.stores.group_commit import Done
@@ -22,6 +23,8 @@ class Loaded:
     removed_marks: Sequence[tuple[str, int]] = ()
     sessions: Sequence[tuple[str, int, tuple[Todo, ...], SessionInfo]] = ()
     requests: Iterable[tuple[str, str, AddResult]] = field(default_factory=list)
+    batches: Iterable[tuple[str, str, tuple[Outcome, ...], float]] = field(default_factory=list)
+    """Remembered batches, oldest first: (request id, fingerprint, outcomes, when)."""
 
 
 class Journal(Protocol):
@@ -30,7 +33,9 @@ class Journal(Protocol):
     Each write returns a future that completes once it is durable. Writes become durable in
     the order they were made; each one's ``done`` runs, in that order, as soon as it is durable
     (with None) or has failed (with the error). A failure fails every write not yet durable,
-    their ``done`` called newest first, so each undo finds the state its write left.
+    their ``done`` called newest first, so each undo finds the state its write left. Writes made
+    without awaiting in between are written in one transaction: durable together or failed
+    together (``MemoryStore.write_batch`` relies on it).
     """
 
     def load(self) -> Loaded:
@@ -61,6 +66,12 @@ class Journal(Protocol):
         done: Done,
     ) -> asyncio.Future[None]:
         """Delete sessions, remember their last revisions (``marks``), forget older marks."""
+
+    def remember_batch(
+        self, key: str, fingerprint: str, outcomes: tuple[Outcome, ...], at: float, forgotten: list[str], done: Done
+    ) -> asyncio.Future[None]:
+        """Remember a batch's outcomes by request id (written with the batch's own writes, which
+        are submitted with it); forget the batches named ``forgotten``."""
 
     def on_availability_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
         """Call ``listener(False)`` while the journal refuses writes, ``listener(True)`` when it accepts them again."""

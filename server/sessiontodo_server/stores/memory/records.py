@@ -46,9 +46,9 @@ def durable_state(session_id: str, record: SessionRecord) -> SessionState:
     return SessionState(session_id, record.revision, record.todos, record.info)
 
 
-def accepted_state(session_id: str, record: SessionRecord) -> SessionState:
-    """The state a write builds on: the pending change's while one is being made durable."""
+def accepted(record: SessionRecord) -> tuple[int, tuple[Todo, ...], SessionInfo]:
+    """The revision, list and info a write builds on: the pending change's while one is being made durable."""
     pending = record.pending
     if pending is None:
-        return durable_state(session_id, record)
-    return SessionState(pending.session_id, pending.revision, pending.todos, pending.info or record.info)
+        return record.revision, record.todos, record.info
+    return pending.revision, pending.todos, pending.info or record.info

@@ -15,20 +15,26 @@ import asyncio
 import bisect
 import os
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import replace
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from sessiontodo_server.domain import mutations
+from sessiontodo_server.domain.batch import BatchWritten, Operation, at_write
 from sessiontodo_server.domain.budget import (
     DEFAULT_MEMORY_BUDGET,
     MemoryBudget,
-    change_bytes,
     give_back,
     info_bytes,
     state_bytes,
 )
-from sessiontodo_server.domain.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
+from sessiontodo_server.domain.errors import (
+    BatchRequestIdReused,
+    LimitExceeded,
+    ParentMismatch,
+    RevisionMismatch,
+    SessionNotFound,
+    TodoError,
+)
 from sessiontodo_server.domain.mutations import AddTodo, Mutation
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
@@ -42,11 +48,14 @@ from sessiontodo_server.domain.todos import (
     SessionInfo,
     Todo,
     is_global_list,
+    touched,
 )
 from sessiontodo_server.stores.memory.accounting import ListsAccount, RequestMemory
+from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
+from sessiontodo_server.stores.memory.batches import RememberedBatches, batch_bytes
 from sessiontodo_server.stores.memory.expiry import ExpiryQueue
 from sessiontodo_server.stores.memory.journal import Journal
-from sessiontodo_server.stores.memory.records import SessionRecord, accepted_state, durable_state
+from sessiontodo_server.stores.memory.records import SessionRecord, accepted, durable_state
 from sessiontodo_server.stores.memory.retention import RetainedChanges
 
 REMOVED_MARKS = 100_000
@@ -68,6 +77,7 @@ class MemoryStore:
         self._sessions: dict[str, SessionRecord] = {}
         self._lists = ListsAccount(budget)
         self._requests = RequestMemory(self._lists)
+        self._batches = RememberedBatches(self._lists)
         self._retained = RetainedChanges(
             self._sessions, history_limit=history_limit, feed_limit=feed_history, budget_bytes=budget.history
         )
@@ -81,6 +91,8 @@ class MemoryStore:
         """The feed position of the newest durable change: what snapshots and the feed show."""
         self._being_created: dict[str, asyncio.Future[None]] = {}
         self._being_removed: dict[str, asyncio.Future[None]] = {}
+        self._tenant_sessions: Counter[str] = Counter()
+        """Sessions per tenant, global lists left out, creations under way counted (the tenant quota)."""
         self.feed_epoch = f"{int.from_bytes(os.urandom(6)):x}"
 
     async def open(self) -> None:
@@ -102,7 +114,10 @@ class MemoryStore:
             now = self._clock()  # when they were first remembered is not kept: count from now
             for session_id, request_id, result in loaded.requests:
                 self._requests.remember(self._sessions[session_id], request_id, result, now)
+            for key, fingerprint, outcomes, at in loaded.batches:
+                self._batches.remember(key, fingerprint, outcomes, at, batch_bytes(outcomes))
             self._sorted_ids = sorted(self._sessions)
+            self._tenant_sessions.update(s.tenant for sid, s in self._sessions.items() if not is_global_list(sid))
         if GLOBAL_SESSION_ID not in self._sessions:
             await self._insert(GLOBAL_SESSION_ID, SessionInfo(), None)
 
@@ -115,9 +130,22 @@ class MemoryStore:
     ) -> tuple[SessionRecord, Change | None]:
         """Create a session (and its SESSION_CREATED change, unless ``origin`` is None); returns once durable."""
         session = SessionRecord(self._removed_floor, info, tenant=tenant_of(session_id))
-        self._lists.check_growth(session, size := info_bytes(info))
-        self._lists.resize_list(session, size)  # counted once accepted: creations under way count too
-        revision = session.revision = self._removed_marks.pop(session_id, self._removed_floor)
+        self._lists.check_growth(session, info_bytes(info))
+        revision = self._removed_marks.pop(session_id, self._removed_floor)
+        created, written = self._accept_insert(session_id, session, info, revision, origin)
+        if written is not None:
+            await asyncio.shield(written)
+        return session, created
+
+    def _accept_insert(
+        self, session_id: str, session: SessionRecord, info: SessionInfo, revision: int, origin: str | None
+    ) -> tuple[Change | None, asyncio.Future[None] | None]:
+        """Accept a new session at ``revision`` (its size already within the budget, and the
+        session limits checked): added at once without a journal, else once durable (the future)."""
+        self._lists.resize_list(session, info_bytes(info))  # counted once accepted: creations under way count too
+        counted = not is_global_list(session_id)
+        self._tenant_sessions[session.tenant] += counted
+        session.revision = revision
         self._cursor += 1
         created = None
         if origin is not None:
@@ -126,7 +154,7 @@ class MemoryStore:
             )
         if self._journal is None:
             self._add(session_id, session, self._cursor, created)
-            return session, created
+            return created, None
         cursor = self._cursor
 
         def done(error: BaseException | None) -> None:
@@ -136,13 +164,13 @@ class MemoryStore:
             else:
                 self._cursor = self._durable_cursor  # every later write failed too: nothing holds a cursor
                 self._lists.release(session)
+                self._tenant_sessions[session.tenant] -= counted
                 if revision != self._removed_floor:
                     self._removed_marks[session_id] = revision
 
         written = self._journal.create_session(session_id, revision, info, cursor, done)
         self._being_created[session_id] = written
-        await asyncio.shield(written)
-        return session, created
+        return created, written
 
     def _add(self, session_id: str, session: SessionRecord, cursor: int, created: Change | None) -> None:
         self._sessions[session_id] = session
@@ -173,7 +201,7 @@ class MemoryStore:
         parent.children.add(child_id)
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         await self._settled(session_id)
         if (existing := self._sessions.get(session_id)) is not None:
@@ -184,6 +212,9 @@ class MemoryStore:
             raise SessionNotFound(info.parent_id)
         if len(self._sessions) + len(self._being_created) - 1 >= max_sessions:
             raise LimitExceeded("sessions", max_sessions)
+        if max_per_tenant and not is_global_list(session_id):
+            if self._tenant_sessions[tenant_of(session_id)] >= max_per_tenant:
+                raise LimitExceeded("sessions per tenant", max_per_tenant)
         session, created = await self._insert(session_id, info, origin)
         return durable_state(session_id, session), created
 
@@ -217,9 +248,17 @@ class MemoryStore:
         """Writes to the sessions fail at once; readers see them until the removal is durable."""
         if not session_ids:
             return []
+        removals, written = self._accept_removal([(sid, self._sessions[sid]) for sid in session_ids], reason, origin)
+        if written is not None:
+            await asyncio.shield(written)
+        return removals
+
+    def _accept_removal(
+        self, doomed: list[tuple[str, SessionRecord]], reason: RemovalReason, origin: str
+    ) -> tuple[list[Change], asyncio.Future[None] | None]:
+        """Accept the removal of ``doomed``: applied at once without a journal, else once durable (the future)."""
         removals = []
-        for sid in session_ids:
-            session = self._sessions[sid]
+        for sid, session in doomed:
             latest = session.pending
             self._cursor += 1
             removals.append(
@@ -238,7 +277,8 @@ class MemoryStore:
         forgotten = self._forget_marks(len(marks))
         if self._journal is None:
             self._apply_removal(removals, marks)
-            return removals
+            return removals, None
+        session_ids = [sid for sid, _ in doomed]
 
         def done(error: BaseException | None) -> None:
             for sid in session_ids:
@@ -251,8 +291,7 @@ class MemoryStore:
         written = self._journal.remove_sessions(session_ids, marks, forgotten, self._removed_floor, self._cursor, done)
         for sid in session_ids:
             self._being_removed[sid] = written
-        await asyncio.shield(written)
-        return removals
+        return removals, written
 
     def _apply_removal(self, removals: list[Change], marks: list[tuple[str, int]]) -> None:
         gone = {removal.session_id for removal in removals}
@@ -260,6 +299,7 @@ class MemoryStore:
         removed = {sid: self._sessions.pop(sid) for sid in gone}
         for sid, session in removed.items():
             self._lists.release(session)
+            self._tenant_sessions[session.tenant] -= 1  # global lists are never removed
             if (parent := self._sessions.get(session.info.parent_id)) and parent.children:
                 parent.children.discard(sid)
         if len(gone) > 16:  # one pass, rather than a shift of the whole index per removed id
@@ -309,6 +349,9 @@ class MemoryStore:
 
     async def session_count(self) -> int:
         return len(self._sessions) - 1  # the global list
+
+    def feed_position(self) -> int:
+        return self._durable_cursor
 
     def held_bytes(self) -> tuple[int, int]:
         return self._lists.bytes, self._retained.bytes
@@ -360,40 +403,50 @@ class MemoryStore:
         limits: Limits,
     ) -> Written:
         """``write`` against the latest accepted state (never awaits, so it is atomic in the loop)."""
-        state = accepted_state(session_id, session)
+        revision, todos, info = accepted(session)
         if request_id and (previous := self._requests.find(session, request_id)) is not None:
-            return Written(state, result=previous)
-        if expected_revision is not None and expected_revision != state.revision:
-            raise RevisionMismatch(session_id, expected_revision, state.revision)
-        applied = mutations.apply(session_id, state.todos, state.info, mutation, limits)
+            return Written(SessionState(session_id, revision, todos, info), result=previous)
+        if expected_revision is not None and expected_revision != revision:
+            raise RevisionMismatch(session_id, expected_revision, revision)
+        applied = mutations.apply(session_id, todos, info, mutation, limits)
         if applied is None:
-            return Written(state)
-        revision = state.revision + 1
-        info = replace(applied.info, updated_at=now)
-        change = Change(session_id, applied.kind, revision, applied.todos, applied.todo_id, info, origin)
+            return Written(SessionState(session_id, revision, todos, info))
+        revision += 1
+        info = touched(applied.info, now)
+        size = state_bytes(applied.todos, info)
+        self._lists.check_growth(session, size)
+        self._cursor += 1
+        change = Change(
+            session_id,
+            applied.kind,
+            revision,
+            applied.todos,
+            applied.todo_id,
+            info,
+            origin,
+            cursor=self._cursor,
+            state_size=size,
+        )
         result = None
         if isinstance(mutation, AddTodo):
-            result = AddResult(applied.todos[applied.index], applied.index, revision, mutation.fingerprint)
-        change = self._commit(session, change, state.todos, (request_id, result) if request_id and result else None)
+            result = AddResult(applied.todos[applied.position], applied.position, revision, mutation.fingerprint)
+        self._commit(session, change, size, todos, (request_id, result) if request_id and result else None)
         return Written(SessionState(session_id, revision, change.todos, info), change, result)
 
     def _commit(
         self,
         session: SessionRecord,
         change: Change,
+        size: int,
         todos_before: tuple[Todo, ...],
         request: tuple[str, AddResult] | None,
-    ) -> Change:
-        """Accept ``change``: applied at once without a journal, else once the journal has made it durable."""
-        size = state_bytes(change.todos, change.info)
-        self._lists.check_growth(session, size)
-        self._cursor += 1
-        change = replace(change, cursor=self._cursor)
-        change_bytes(change, size)  # measured once: the history, the feed and the watchers' buffers share it
+    ) -> None:
+        """Accept ``change`` (its list and labels ``size`` bytes, already within the budget):
+        applied at once without a journal, else once the journal has made it durable."""
         now = self._clock()
         if self._journal is None:
             self._apply(session, change, size, request, now)
-            return change
+            return
         before = session.pending
         if request is not None:
             self._requests.remember(session, *request, now)  # a retry of this AddTodo is answered once it is durable
@@ -412,7 +465,6 @@ class MemoryStore:
         session.pending = change
         floor = self._requests.floor(session, change.revision, now)
         session.written = self._journal.commit(change, todos_before, request, floor, done)
-        return change
 
     def _apply(
         self, session: SessionRecord, change: Change, size: int, request: tuple[str, AddResult] | None, now: float
@@ -431,6 +483,94 @@ class MemoryStore:
         self._requests.forget_expired(session, now)
         self._expiries.schedule(change.session_id, session)
 
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> BatchWritten:
+        await self._settled()  # creations and removals under way are part of the state it builds on
+        if request_id and (remembered := self._batches.find(request_id)) is not None:
+            if remembered.fingerprint != fingerprint:
+                raise BatchRequestIdReused(request_id.partition("\n")[2])
+            return BatchWritten(remembered.outcomes)
+        plan = BatchPlan(
+            self._sessions,
+            self._being_removed,
+            self._removed_marks,
+            self._removed_floor,
+            len(self._sessions) + len(self._being_created) - 1,
+            self._tenant_sessions,
+            self._lists,
+            now=now,
+            limits=limits,
+        )
+        for index, operation in enumerate(operations):
+            try:
+                plan.add(operation)
+            except TodoError as error:
+                raise at_write(error, index) from None
+        outcomes = tuple(plan.outcomes)
+        remembered_size = self._batches.check_room(outcomes) if request_id else 0
+        # Nothing from here on awaits or fails: the batch is accepted whole, in one group commit.
+        changes, written = self._accept_batch(plan.steps, origin)
+        if request_id:
+            forgotten = self._batches.expired(now)
+            self._batches.forget(forgotten)
+            self._batches.remember(request_id, fingerprint, outcomes, now, remembered_size)
+            if self._journal is not None:
+                written.append(
+                    self._journal.remember_batch(request_id, fingerprint, outcomes, now, forgotten, _undone_on_error)
+                )
+        if written:
+            try:
+                await asyncio.shield(asyncio.gather(*written))
+            except Exception:
+                if request_id:
+                    self._batches.forget([request_id])  # not written: a retry must write it
+                raise
+        return BatchWritten(outcomes, tuple(changes))
+
+    def _accept_batch(self, steps: list[Step], origin: str) -> tuple[list[Change], list[asyncio.Future[None]]]:
+        """Accept a planned batch's steps in order, each as its single call would."""
+        changes: list[Change] = []
+        written: list[asyncio.Future[None]] = []
+        for step in steps:
+            future: asyncio.Future[None] | None
+            match step:
+                case WriteStep():
+                    self._cursor += 1
+                    change = Change(
+                        step.session_id,
+                        step.kind,
+                        step.revision,
+                        step.todos,
+                        step.todo_id,
+                        step.info,
+                        origin,
+                        cursor=self._cursor,
+                        state_size=step.size,
+                    )
+                    self._commit(step.record, change, step.size, step.todos_before, None)
+                    changes.append(change)
+                    future = step.record.written if self._journal is not None else None
+                case CreateStep():
+                    created, future = self._accept_insert(
+                        step.session_id, step.record, step.info, step.revision, origin
+                    )
+                    assert created is not None
+                    changes.append(created)
+                case RemoveStep():
+                    removals, future = self._accept_removal(list(step.removed), RemovalReason.REMOVED, origin)
+                    changes += removals
+            if future is not None:
+                written.append(future)
+        return changes, written
+
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         session = self._sessions.get(session_id)
         return None if session is None else self._retained.history_after(session, revision)
@@ -438,8 +578,10 @@ class MemoryStore:
     async def feed_after(self, cursor: int) -> list[Change] | None:
         return self._retained.feed_after(cursor, self._durable_cursor)
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
-        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in self._sorted_ids]
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        only = EVERY_SESSION if tenant is None else SessionFilter(tenant=tenant)
+        ids = [sid for sid in self._ids_after("", only) if only.matches(sid, None)]
+        return self._durable_cursor, [durable_state(sid, self._sessions[sid]) for sid in ids]
 
     async def expired(self, now: float) -> list[str]:
         return self._expiries.due(now, self._sessions)
@@ -451,3 +593,7 @@ class MemoryStore:
         """Without a journal always available; with one, as available as its file is for writes."""
         if self._journal is not None:
             self._journal.on_availability_change(listener)
+
+
+def _undone_on_error(error: BaseException | None) -> None:
+    """A remembered batch needs no undo of its own: the store forgets it when its batch fails."""

@@ -8,11 +8,15 @@ in one atomic script. (Scaling out is by replicas; one Redis shard serves them a
   numbering), ``floor`` (the revision new sessions start from);
 - ``P{st}:sessions`` (sorted set, by id), ``:children`` ("parent child" pairs), ``:deadlines``
   (idle-TTL deadlines), ``:marks`` (the revision a removed id starts from when re-created);
+- ``P{st}:tenant:T`` (sorted set, by id): tenant T's session ids (``T`` empty for the default
+  tenant), its global list left out: what its listings, feed snapshots and session quota read;
 - ``P{st}:feed`` (stream): the last ``feed_history`` changes, entry id ``<cursor>-0``;
 - per session ID: ``P{st}:s:ID`` (hash: revision, parent, labels, times, idle TTL, list bytes),
   ``:t:ID`` (list: the encoded todos in order), ``:i:ID`` (hash: todo id -> encoded todo),
   ``:h:ID`` (list: the last ``history_limit`` changes), ``:q:ID``/``:qr:ID``/``:qt:ID`` (AddTodo
-  request ids: their results, revisions and times).
+  request ids: their results, revisions and times);
+- per batch request id R (its tenant, a newline, the id): ``P{st}:b:R`` (string: the batch's
+  fingerprint and outcomes, expiring after an hour).
 
 ``P`` is the prefix (``sessiontodo:`` unless the URL says ``?prefix=``).
 """

@@ -23,6 +23,7 @@ class Scripts:
         self.create = load("create")
         self.remove = load("remove")
         self.write = load("write")
+        self.batch = load("batch")
         self.read = load("read")
         self.since = load("since")
         self.entry = load("entry")

@@ -16,28 +16,34 @@ import functools
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Remove, at_write
+from sessiontodo_server.domain.budget import MemoryBudget
 from sessiontodo_server.domain.errors import (
+    BatchRequestIdReused,
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
     RevisionMismatch,
     SessionNotFound,
+    TodoError,
     TodoNotFound,
     Unavailable,
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
+from sessiontodo_server.domain.tenancy import tenant_of
 from sessiontodo_server.domain.todos import (
     EVERY_SESSION,
     Change,
@@ -50,7 +56,17 @@ from sessiontodo_server.domain.todos import (
     is_global_list,
     todo_bytes,
 )
-from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, todo_from_fields
+from sessiontodo_server.stores.codec import (
+    decode_outcomes,
+    encode_entries,
+    encode_json,
+    encode_outcomes,
+    encode_todo,
+    todo_from_fields,
+)
+from sessiontodo_server.stores.memory.accounting import ListsAccount
+from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
+from sessiontodo_server.stores.memory.records import SessionRecord
 from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
 from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
 from sessiontodo_server.stores.redis.keys import parse_redis_url
@@ -95,12 +111,14 @@ def _unavailable(error: Exception) -> Unavailable:
 
 
 class RedisStore:
-    def __init__(self, url: str, history_limit: int = 64, feed_history: int = 4096) -> None:
+    def __init__(self, url: str, history_limit: int = 64, feed_history: int = 4096, wait_replicas: int = 0) -> None:
         location = parse_redis_url(url)
+        self._wait_replicas = wait_replicas
         self._base = location.base
         self._counters = location.key("counters")
         self._sessions = location.key("sessions")
         self._children = location.key("children")
+        self._marks = location.key("marks")
         self._old_global = f"{location.prefix}{{s:}}"
         self._old_index = f"{location.prefix}{{index}}:sessions"
         self._timeout = location.timeout
@@ -128,6 +146,21 @@ class RedisStore:
                 yield
         except (*_UNREACHABLE, TimeoutError) as error:
             raise _unavailable(error) from error
+
+    async def _committed(self, script: AsyncScript, args: list[Any]) -> Any:
+        """Run a script that changes data; with ``wait_replicas``, on one connection with a WAIT
+        after it, answering only once that many replicas have the change (else UNAVAILABLE: the
+        primary has it, and other replicas' watchers will see it, but a failover could lose it)."""
+        if not self._wait_replicas:
+            return await script([self._counters], args)
+        async with self._redis.pipeline(transaction=False) as pipeline:
+            await script([self._counters], args, client=pipeline)
+            pipeline.execute_command("WAIT", self._wait_replicas, int(self._timeout * 500))
+            reply, replicated = await pipeline.execute()
+        if replicated < self._wait_replicas:
+            log.warning("a write reached %d of %d Redis replicas in time", replicated, self._wait_replicas)
+            raise Unavailable("the store's replicas did not confirm the write in time; retry")
+        return reply
 
     async def _within(self, call: Awaitable[T]) -> T:
         """The follower's calls: bounded like every other, failing with redis-py's errors."""
@@ -185,7 +218,7 @@ class RedisStore:
     # Sessions
 
     async def create_session(
-        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str
+        self, session_id: str, info: SessionInfo, max_sessions: int, origin: str, *, max_per_tenant: int = 0
     ) -> tuple[SessionState, Change | None]:
         args = self._args(
             session_id,
@@ -196,9 +229,10 @@ class RedisStore:
             repr(float(info.idle_ttl)),
             max_sessions,
             origin,
+            max_per_tenant,
         )
         async with self._reachable():
-            reply = await self._scripts.create([self._counters], args)
+            reply = await self._committed(self._scripts.create, args)
         outcome = reply[0]
         if outcome == -1:
             raise SessionNotFound(info.parent_id)
@@ -206,6 +240,8 @@ class RedisStore:
             raise LimitExceeded("sessions", max_sessions)
         if outcome == -3:
             raise ParentMismatch(session_id, as_text(reply[1]))
+        if outcome == -4:
+            raise LimitExceeded("sessions per tenant", max_per_tenant)
         if outcome == 0:
             return decode_state(session_id, reply[1]), None
         created, _ = decode_entry(reply[1])
@@ -238,7 +274,7 @@ class RedisStore:
     async def _remove(self, session_id: str, reason: RemovalReason, due_at: str, origin: str) -> list[Change]:
         async with self._reachable():
             arguments = self._args(session_id, reason.value, due_at, origin)
-            missed, entries = await self._scripts.remove([self._counters], arguments)
+            missed, entries = await self._committed(self._scripts.remove, arguments)
         removals = [decode_entry(data)[0] for data in entries]
         if removals:
             await self._published(missed, removals[0].cursor, removals[-1].cursor)
@@ -264,6 +300,9 @@ class RedisStore:
         async with self._reachable():
             return int(await self._redis.zcard(self._sessions)) - 1  # the global list is not counted
 
+    def feed_position(self) -> int:
+        return self._follower.delivered
+
     def held_bytes(self) -> tuple[int, int]:
         return 0, 0  # lists, histories and the feed live in Redis, not in this process
 
@@ -277,7 +316,12 @@ class RedisStore:
             pairs = await self._redis.zrangebylex(self._children, low, f"({only.parent_id}!", 0, count)
             return [as_text(pair)[len(prefix) :] for pair in pairs]
         low = f"({after_id}" if after_id else "-"
-        return [as_text(sid) for sid in await self._redis.zrangebylex(self._sessions, low, "+", 0, count)]
+        index = self._sessions if only.tenant is None else self._tenant_index(only.tenant)
+        return [as_text(sid) for sid in await self._redis.zrangebylex(index, low, "+", 0, count)]
+
+    def _tenant_index(self, tenant: str) -> str:
+        """The sorted set of one tenant's session ids (``tenant_index`` in ``lua/lib.lua``)."""
+        return f"{self._base}tenant:{tenant}"
 
     async def _read(self, session_ids: list[str]) -> list[SessionState | None]:
         replies = await self._scripts.read([self._counters], self._args(*session_ids))
@@ -308,7 +352,7 @@ class RedisStore:
         args = self._args(header, _limits(limits), *operands)
         try:  # what _reachable() does, spelled out on the hottest path
             async with asyncio.timeout(self._timeout):
-                reply = await self._scripts.write([self._counters], args)
+                reply = await self._committed(self._scripts.write, args)
         except (*_UNREACHABLE, TimeoutError) as error:
             raise _unavailable(error) from error
         outcome = as_text(reply[0])
@@ -327,6 +371,106 @@ class RedisStore:
         if outcome == "request":
             return Written(decode_state(session_id, reply[2]), result=decode_result(reply[1]))
         raise _refusal(session_id, mutation, expected_revision, limits, outcome, reply)
+
+    async def write_batch(
+        self,
+        operations: Sequence[Operation],
+        *,
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+    ) -> BatchWritten:
+        """Planned here with ``mutations.apply``'s rules (as the memory store plans it) on the state
+        read from Redis, then applied whole by one script if that state still holds; when another
+        writer came first, planned again."""
+        for _ in range(_BATCH_ATTEMPTS):
+            async with self._reachable():
+                if request_id and (remembered := await self._redis.get(self._batch_key(request_id))) is not None:
+                    return _replayed(remembered, request_id, fingerprint)
+                plan, read, count = await self._plan(operations, now, limits)
+                outcomes = tuple(plan.outcomes)
+                arguments = self._args(
+                    request_id,
+                    encode_json([fingerprint, encode_outcomes(outcomes)]),
+                    origin,
+                    encode_json(read),
+                    encode_json(count),
+                    encode_json(_steps(plan.steps)),
+                )
+                reply = await self._scripts.batch([self._counters], arguments)
+            outcome = as_text(reply[0])
+            if outcome == "request":
+                return _replayed(reply[1], request_id, fingerprint)
+            if outcome == "ok":
+                changes = tuple(decode_entry(data)[0] for data in reply[2:])
+                if changes:
+                    await self._published(reply[1], changes[0].cursor, changes[-1].cursor)
+                return BatchWritten(outcomes, changes)
+        raise Unavailable("the batch kept meeting other writes to its sessions; retry")
+
+    def _batch_key(self, request_id: str) -> str:
+        return f"{self._base}b:{request_id}"
+
+    async def _plan(
+        self, operations: Sequence[Operation], now: float, limits: Limits
+    ) -> tuple[BatchPlan, list[list[Any]], list[Any]]:
+        """The batch planned on the sessions it names as they are now; what it read (for the
+        script to check), and the session counts it planned on: in all (-1 when it creates none)
+        and of each tenant it creates sessions of."""
+        named = {op.session_id for op in operations}
+        named |= {op.info.parent_id for op in operations if isinstance(op, Create) and op.info.parent_id}
+        children: dict[str, list[str]] = {}
+        walk = [op.session_id for op in operations if isinstance(op, Remove)]
+        for session_id in walk:  # grows while walked: every descendant of a removed session
+            pairs = await self._redis.zrangebylex(self._children, f"[{session_id} ", f"({session_id}!")
+            children[session_id] = [as_text(pair)[len(session_id) + 1 :] for pair in pairs]
+            walk += [child for child in children[session_id] if child not in children]
+            named.update(children[session_id])
+        ids = sorted(named)
+        states = dict(zip(ids, await self._read(ids), strict=True))
+        absent = [session_id for session_id, state in states.items() if state is None]
+        marks = dict(zip(absent, await self._redis.zmscore(self._marks, absent), strict=True)) if absent else {}
+        floor = int(await self._redis.hget(self._counters, "floor") or 0)
+        creates = any(isinstance(op, Create) for op in operations)
+        count = await self.session_count() if creates else -1
+        tenants = sorted({tenant_of(op.session_id) for op in operations if isinstance(op, Create)})
+        tenant_sessions = {tenant: int(await self._redis.zcard(self._tenant_index(tenant))) for tenant in tenants}
+        records = {
+            session_id: SessionRecord(
+                state.revision, state.info, state.todos, set(children.get(session_id, ())), tenant=tenant_of(session_id)
+            )
+            for session_id, state in states.items()
+            if state is not None
+        }
+        plan = BatchPlan(
+            records,
+            {},
+            {session_id: int(mark) for session_id, mark in marks.items() if mark is not None},
+            floor,
+            max(count, 0),
+            tenant_sessions,
+            ListsAccount(_NO_BUDGET),
+            now=now,
+            limits=limits,
+        )
+        for index, operation in enumerate(operations):
+            try:
+                plan.add(operation)
+            except TodoError as error:
+                raise at_write(error, index) from None
+        starts = {step.session_id: step.revision for step in plan.steps if isinstance(step, CreateStep)}
+        read = [
+            [
+                session_id,
+                -1 if state is None else state.revision,
+                len(children[session_id]) if session_id in children else -1,
+                starts.get(session_id, -1) if state is None else -1,
+            ]
+            for session_id, state in states.items()
+        ]
+        return plan, read, [count, tenant_sessions]
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         async with self._reachable():
@@ -390,9 +534,10 @@ class RedisStore:
             state.session_id, ChangeKind.RESET, state.revision, state.todos, info=state.info, cursor=change.cursor
         )
 
-    async def snapshot(self) -> tuple[int, list[SessionState]]:
+    async def snapshot(self, tenant: str | None = None) -> tuple[int, list[SessionState]]:
+        one = ("1", tenant) if tenant is not None else ("0",)
         async with self._reachable():
-            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args())
+            cursor, *sessions = await self._scripts.snapshot([self._counters], self._args(*one))
         return int(cursor), [decode_state(as_text(sid), state) for sid, state in sessions]
 
     async def expired(self, now: float) -> list[str]:
@@ -450,6 +595,62 @@ def _operation(mutation: Mutation) -> list[Any]:
         case UpdateSession(set_labels, remove_labels, idle_ttl):
             ttl = "" if idle_ttl is None else repr(float(idle_ttl))
             return ["session", encode_entries(set_labels), json.dumps(list(remove_labels)), ttl]
+
+
+_BATCH_ATTEMPTS = 16
+"""Plans of one batch before it gives up with UNAVAILABLE (each lost to another replica's write)."""
+
+_NO_BUDGET = MemoryBudget(1 << 62)
+"""Redis keeps its own memory; the lists' budget is the memory store's."""
+
+
+def _replayed(remembered: bytes | str, request_id: str, fingerprint: str) -> BatchWritten:
+    """The first batch's outcomes for a request id, or BatchRequestIdReused for another batch's."""
+    first, outcomes = json.loads(remembered)
+    if first != fingerprint:
+        raise BatchRequestIdReused(request_id.partition("\n")[2])
+    return BatchWritten(decode_outcomes(outcomes))
+
+
+def _steps(steps: Sequence[Step]) -> list[list[Any]]:
+    """A plan's steps as ``batch.lua`` applies them: a removal one step per removed session."""
+    out: list[list[Any]] = []
+    for step in steps:
+        if isinstance(step, RemoveStep):
+            out += [["remove", session_id] for session_id, _ in step.removed]
+        else:
+            out.append(_step(step))
+    return out
+
+
+def _step(step: WriteStep | CreateStep) -> list[Any]:
+    match step:
+        case WriteStep():
+            info = step.info
+            return [
+                "write",
+                step.session_id,
+                step.kind.value,
+                step.revision,
+                step.todo_id,
+                encode_entries(info.labels),
+                repr(float(info.updated_at)),
+                repr(float(info.idle_ttl)),
+                sum(map(todo_bytes, step.todos)),
+                [encode_todo(todo) for todo in step.todos],
+            ]
+        case CreateStep():
+            info = step.info
+            return [
+                "create",
+                step.session_id,
+                info.parent_id,
+                encode_entries(info.labels),
+                repr(float(info.created_at)),
+                repr(float(info.updated_at)),
+                repr(float(info.idle_ttl)),
+                step.revision,
+            ]
 
 
 def _refusal(

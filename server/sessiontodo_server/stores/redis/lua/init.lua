@@ -2,6 +2,7 @@
 -- ARGV[3] an epoch for a new store; ARGV[4] the global list's revision ('' : new), ARGV[5] its
 -- encoded todos one per line. Returns {epoch, cursor, 1 if the global list was created now}.
 redis.call('HSETNX', key('counters'), 'epoch', ARGV[3])
+index_tenants()
 local created = 0
 if redis.call('EXISTS', key('s', GLOBAL)) == 0 then
   created = 1

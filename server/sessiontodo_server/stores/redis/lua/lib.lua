@@ -99,6 +99,24 @@ local function head(id, kind, revision, todo_id, origin, reason, st)
     .. st.created .. ',' .. st.updated .. ',' .. st.ttl .. '],'
 end
 
+-- The tenant of a stored session id (what comes before its last '/'; '' for the default tenant).
+local function tenant_of(id) return string.match(id, '^(.*)/[^/]*$') or '' end
+
+local function is_global(id) return id == GLOBAL or string.sub(id, -#GLOBAL - 1) == '/' .. GLOBAL end
+
+-- Each tenant's sessions, its global list left out (``keys.py``): a tenant's listings, feed
+-- snapshots and session quota read this index, never other tenants' sessions.
+local function tenant_index(tenant) return key('tenant', tenant) end
+
+-- Build the tenant indexes of a store written before they existed, once.
+local function index_tenants()
+  if redis.call('HGET', key('counters'), 'tenants') == '1' then return end
+  for _, id in ipairs(redis.call('ZRANGE', key('sessions'), 0, -1)) do
+    if not is_global(id) then redis.call('ZADD', tenant_index(tenant_of(id)), 0, id) end
+  end
+  redis.call('HSET', key('counters'), 'tenants', '1')
+end
+
 local function current_cursor() return tonumber(redis.call('HGET', key('counters'), 'cursor') or '0') end
 
 -- Append a change to the feed under the next cursor; a list too large for the feed is left

@@ -34,6 +34,7 @@ for _, id in ipairs(doomed) do
   redis.call('DEL', key('s', id), key('t', id), key('i', id), key('h', id), key('q', id), key('qr', id),
     key('qt', id))
   redis.call('ZREM', key('sessions'), id)
+  redis.call('ZREM', tenant_index(tenant_of(id)), id)
   redis.call('ZREM', key('deadlines'), id)
   if st.parent ~= '' then redis.call('ZREM', key('children'), st.parent .. ' ' .. id) end
   redis.call('ZADD', key('marks'), removed_at + 1, id)

@@ -23,6 +23,12 @@ Load and resume: a plan the agent replays is its truth and is stored. Without a 
 proxy reads the session's recent changes and shows the editor sessiontodo's list only if the
 last change to the list came from another origin than an ACP proxy (that is, after the agent's
 last plan); if sessiontodo no longer holds that history, nothing is shown.
+
+Several plans (``plan_update`` / ``plan_removed``, see ``plan_operations``): the plan ``"main"``
+is the session's own list; every other plan is a child session of it, kept and watched like a
+session of its own, and removed when the agent removes the plan. Others' changes go to the editor
+in the form it takes (negotiated at ``initialize``): ``plan_update`` for every plan if it takes
+them, else ``plan`` for ``"main"`` only; a removed plan session is ``plan_removed``.
 """
 
 from __future__ import annotations
@@ -37,9 +43,36 @@ from typing import Any
 from sessiontodo_acp._lines import LineOutput
 from sessiontodo_acp._opencode import TodoWriteCalls
 from sessiontodo_acp._session_jobs import SessionJobs
-from sessiontodo_acp.conversions import keep_known_ids, plan_notification, read_plan_entries, same_plan
+from sessiontodo_acp.conversions import (
+    PlanReading,
+    keep_known_ids,
+    plan_notification,
+    read_plan_entries,
+    same_plan,
+)
+from sessiontodo_acp.plan_operations import (
+    MAIN_PLAN_ID,
+    PLAN_ID_LABEL,
+    EditorPlans,
+    plan_removed,
+    plan_session_id,
+    plan_update,
+    read_plan_content,
+    session_update,
+)
 from sessiontodo_acp.publisher import PlanPublisher
-from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient, WatchEvent
+from sessiontodo_client import (
+    ChangeKind,
+    CreateSessionWrite,
+    InvalidArgument,
+    NotFound,
+    ReplaceTodosWrite,
+    RetryPolicy,
+    Todo,
+    TodoClient,
+    TodoList,
+    WatchEvent,
+)
 from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
@@ -51,9 +84,10 @@ SESSION_FORK = "session/fork"
 SESSION_CLOSE = "session/close"
 SESSION_DELETE = "session/delete"
 SESSION_UPDATE = "session/update"
+INITIALIZE = "initialize"
 _OPENED_BY_RESULT = frozenset({SESSION_NEW, SESSION_FORK})
 _OPENED_BY_PARAMS = frozenset({SESSION_LOAD, SESSION_RESUME})
-_TRACKED_REQUESTS = _OPENED_BY_RESULT | _OPENED_BY_PARAMS | {SESSION_CLOSE, SESSION_DELETE}
+_TRACKED_REQUESTS = _OPENED_BY_RESULT | _OPENED_BY_PARAMS | {SESSION_CLOSE, SESSION_DELETE, INITIALIZE}
 
 ORIGIN_PREFIX = "acp-proxy/"
 """Every ACP proxy writes as ``acp-proxy/<random>``: its own echoes are skipped, and any such origin
@@ -92,6 +126,8 @@ class _Session:
     """While catching up: who made the latest list change seen so far (None: no change seen)."""
     history_lost: bool = False
     """While catching up: sessiontodo no longer had the changes, so who made them is unknown."""
+    plan: tuple[str, str] | None = None
+    """For a plan's child session: the ACP session and the plan id; None for an ACP session's own list."""
 
     def remember(self, todos: list[Todo], revision: int) -> None:
         if revision >= self.stored_revision:
@@ -102,8 +138,9 @@ def _request_key(request_id: Any) -> str:
     return json.dumps(request_id, sort_keys=True)
 
 
-class PlanMirror:
-    """Mirrors each ACP session's plan between the agent, sessiontodo and the editor."""
+class PlanSync:
+    """Keeps each ACP session's plan in step both ways: the agent's plans into sessiontodo, and
+    sessiontodo's changes by others out to the editor."""
 
     def __init__(
         self,
@@ -119,10 +156,14 @@ class PlanMirror:
         self.origin = origin or new_origin()
         self._output = output
         self._jobs = SessionJobs(policy)
-        self._publisher = PlanPublisher(todos, self._deliver)
+        self._publisher = PlanPublisher(todos, self._deliver, deliver_removals=True)
         self._sessions: dict[str, _Session] = {}
         self._requests: dict[str, tuple[str, str | None]] = {}
         self._todowrite = TodoWriteCalls()
+        self._editor = EditorPlans()
+        """Which plan updates the editor takes; known once the agent answered ``initialize``."""
+        self._capabilities: dict[str, Any] = {}
+        """The capabilities of a pending ``initialize``, by request id."""
 
     # Observing (synchronous, in wire order)
 
@@ -132,6 +173,10 @@ class PlanMirror:
         if method not in _TRACKED_REQUESTS or "id" not in message:
             return
         params = message.get("params")
+        if method == INITIALIZE and isinstance(params, dict):  # v1 says clientCapabilities, the v2 draft capabilities
+            self._capabilities[_request_key(message["id"])] = params.get(
+                "clientCapabilities", params.get("capabilities")
+            )
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session_id = session_id if isinstance(session_id, str) else None
         self._requests[_request_key(message["id"])] = (str(method), session_id)
@@ -140,7 +185,8 @@ class PlanMirror:
             session.loading, session.replayed = True, None
 
     def from_agent(self, message: dict[str, Any]) -> None:
-        """Act on lifecycle responses and plans (``plan`` updates, OpenCode's ``todowrite``) from the agent."""
+        """Act on lifecycle responses and plans (``plan``, ``plan_update``, ``plan_removed``, OpenCode's
+        ``todowrite``) from the agent."""
         if "method" not in message:
             if "id" in message:
                 self._on_response(message)
@@ -153,10 +199,15 @@ class PlanMirror:
         session_id, update = params.get("sessionId"), params.get("update")
         if not isinstance(session_id, str) or not isinstance(update, dict):
             return
-        if update.get("sessionUpdate") == "plan":
-            self._on_plan(session_id, update.get("entries"), update.get("_meta"))
+        kind = update.get("sessionUpdate")
+        if kind == "plan":
+            self._on_plan(session_id, read_plan_entries(update.get("entries"), update.get("_meta")))
+        elif kind == "plan_update":
+            self._on_plan_update(session_id, update.get("plan"))
+        elif kind == "plan_removed":
+            self._on_plan_removed(session_id, update.get("planId"))
         elif (todos := self._todowrite.observe(session_id, update)) is not None:
-            self._on_plan(session_id, todos)
+            self._on_plan(session_id, read_plan_entries(todos))
 
     def _on_response(self, message: dict[str, Any]) -> None:
         request = self._requests.pop(_request_key(message["id"]), None)
@@ -165,7 +216,12 @@ class PlanMirror:
         method, session_id = request
         result = message.get("result")
         succeeded = "error" not in message
-        if method in _OPENED_BY_RESULT:
+        if method == INITIALIZE:
+            capabilities = self._capabilities.pop(_request_key(message["id"]), None)
+            if succeeded and isinstance(result, dict):
+                self._editor = EditorPlans.negotiated(capabilities, result.get("protocolVersion"))
+                log.info("the editor takes %s", self._editor)
+        elif method in _OPENED_BY_RESULT:
             new_id = result.get("sessionId") if isinstance(result, dict) else None
             if succeeded and isinstance(new_id, str):
                 self._open(new_id, replayed=None, reopened=False)
@@ -181,8 +237,27 @@ class PlanMirror:
         elif method == SESSION_DELETE and session_id is not None and succeeded:
             self._delete(session_id)
 
-    def _on_plan(self, session_id: str, entries: Any, plan_meta: Any = None) -> None:
-        reading = read_plan_entries(entries, plan_meta)
+    def _on_plan_update(self, session_id: str, plan: Any) -> None:
+        content = read_plan_content(plan)
+        if content.refused is not None:
+            log.warning("session %s: %s; forwarded, not stored", session_id, content.refused)
+        elif content.plan_id == MAIN_PLAN_ID:
+            self._on_plan(session_id, content.reading)
+        else:
+            child_id = plan_session_id(session_id, content.plan_id)
+            self._session(child_id).plan = (session_id, content.plan_id)
+            self._on_plan(child_id, content.reading)
+
+    def _on_plan_removed(self, session_id: str, plan_id: Any) -> None:
+        if not isinstance(plan_id, str) or not plan_id:
+            log.warning("session %s: plan_removed without a planId; forwarded only", session_id)
+        elif plan_id == MAIN_PLAN_ID:
+            self._on_plan(session_id, PlanReading([]))
+        else:
+            self._delete(plan_session_id(session_id, plan_id))
+
+    def _on_plan(self, session_id: str, reading: PlanReading) -> None:
+        """Store an agent's plan: the session's own list, or (``plan_update``) a plan's child session."""
         for problem in reading.problems:
             log.warning("session %s: plan %s", session_id, problem)
         session = self._session(session_id)
@@ -225,9 +300,15 @@ class PlanMirror:
 
         self._jobs.submit(session_id, open_session, "registering the session", on_failure=failed)
 
-    def _release(self, session_id: str) -> None:
-        """``session/close``: after the session's pending writes, stop watching it and forget it; the plan stays."""
+    def _plans_of(self, session_id: str) -> list[str]:
+        """The child sessions of the plans of an ACP session that the proxy knows."""
+        return [child_id for child_id, child in self._sessions.items() if child.plan and child.plan[0] == session_id]
 
+    def _release(self, session_id: str) -> None:
+        """``session/close``: after the session's pending writes, stop watching it (and its plans) and forget
+        them; the plans stay."""
+        for child_id in self._plans_of(session_id):
+            self._release(child_id)
         closed = self._sessions.get(session_id)
         if closed is not None:
             closed.opened = False
@@ -244,7 +325,10 @@ class PlanMirror:
         self._jobs.submit(session_id, release, "releasing the closed session")
 
     def _delete(self, session_id: str) -> None:
-        """``session/delete``: remove the session from sessiontodo; its pending plans are moot."""
+        """``session/delete`` (or ``plan_removed``): remove the session, with its plans, from sessiontodo;
+        its pending plans are moot."""
+        for child_id in self._plans_of(session_id):
+            self._delete(child_id)
 
         async def delete() -> None:
             await self._publisher.unwatch(session_id)
@@ -276,7 +360,7 @@ class PlanMirror:
         if session is None or session.unmirrored:
             return
         try:
-            await self._ensure_session(session_id)
+            created_at = await self._ensure_session(session_id)
         except InvalidArgument as error:
             session.unmirrored = True
             log.error("session %s cannot be kept in sessiontodo (%s); forwarding only", session_id, error)
@@ -289,14 +373,31 @@ class PlanMirror:
         if reopened and current.revision > 0 and not self._publisher.watching(session_id):
             session.catching_up_to, session.last_list_origin, session.history_lost = current.revision, None, False
             self._watch(session_id, 0)
-        else:
-            self._watch(session_id, current.revision)
+        else:  # a session created just now: what others wrote since its creation is news to the editor
+            self._watch(session_id, current.revision if created_at is None else created_at)
 
-    async def _ensure_session(self, session_id: str) -> None:
-        """Get or create the session, with the proxy's idle TTL (so that abandoned sessions expire)."""
-        session, created = await self._todos.create_session(session_id, idle_ttl=self._idle_ttl, origin=self.origin)
+    async def _ensure_session(self, session_id: str) -> int | None:
+        """Get or create the session, with the proxy's idle TTL (so that abandoned sessions expire); a plan's
+        session as a child of its ACP session, labelled with the plan id. Returns the revision of a session
+        created now, None if it existed."""
+        known = self._sessions.get(session_id)
+        if known is not None and known.plan is not None:
+            parent_id, plan_id = known.plan
+            labels = {PLAN_ID_LABEL: plan_id}
+            try:
+                return await self._create(session_id, parent_id, labels)
+            except NotFound:  # the ACP session's own registration has not run (or it expired)
+                await self._ensure_session(parent_id)
+                return await self._create(session_id, parent_id, labels)
+        return await self._create(session_id)
+
+    async def _create(self, session_id: str, parent_id: str = "", labels: dict[str, str] | None = None) -> int | None:
+        session, created = await self._todos.create_session(
+            session_id, parent_id, labels=labels, idle_ttl=self._idle_ttl, origin=self.origin
+        )
         if not created and session.idle_ttl != self._idle_ttl and self._idle_ttl is not None:
             await self._todos.update_session(session_id, idle_ttl=self._idle_ttl, origin=self.origin)
+        return session.revision if created else None
 
     async def _store(self, session_id: str, todos: list[Todo]) -> None:
         session = self._sessions.get(session_id)
@@ -310,9 +411,8 @@ class PlanMirror:
             )
         except NotFound:
             log.info("session %s was removed from sessiontodo (or expired); creating it again", session_id)
-            await self._ensure_session(session_id)
             session.stored, session.stored_revision, session.own_revision = [], -1, -1
-            stored = await self._todos.replace_todos(session_id, keep_known_ids(todos, []), origin=self.origin)
+            stored = await self._recreate(session_id, keep_known_ids(todos, []))
             session.catching_up_to = None
             self._publisher.watch(session_id, after_revision=stored.revision, restart=True)
         session.own_revision = stored.revision
@@ -321,6 +421,16 @@ class PlanMirror:
             session.paused = False
             log.info("session %s: the agent's plan is stored again; mirroring resumes", session_id)
         self._watch(session_id, stored.revision)
+
+    async def _recreate(self, session_id: str, todos: list[Todo]) -> TodoList:
+        """The session created again with its plan: one atomic BatchWrite, so no one sees it empty."""
+        create = CreateSessionWrite(session_id=session_id, idle_ttl=self._idle_ttl)
+        replace = ReplaceTodosWrite(session_id=session_id, todos=todos)
+        replaced = (await self._todos.batch_write([create, replace], origin=self.origin))[1]
+        stored = [
+            todo.model_copy(update={"id": todo_id}) for todo, todo_id in zip(todos, replaced.todo_ids, strict=True)
+        ]
+        return TodoList(todos=stored, revision=replaced.revision)
 
     def _watch(self, session_id: str, after_revision: int) -> None:
         """Show the editor the session's changes after ``after_revision`` (if not watching it already)."""
@@ -333,6 +443,10 @@ class PlanMirror:
     async def _deliver(self, session_id: str, event: WatchEvent) -> None:
         session = self._sessions.get(session_id)
         if session is None:
+            return
+        if event.kind is ChangeKind.SESSION_REMOVED:
+            if session.plan is not None and event.origin != self.origin:
+                await self._show_removed(session_id, session.plan)
             return
         session.remember(event.todos, event.revision)
         if session.catching_up_to is not None:
@@ -368,12 +482,34 @@ class PlanMirror:
 
     async def _show(self, session_id: str, session: _Session, todos: list[Todo], newest: Callable[[], bool]) -> None:
         """Show ``todos`` to the editor if ``newest()`` still holds under the output lock and they are news."""
+        message = self._plan_message(session_id, session, todos)
         async with self._output.exclusive():
-            if session.paused or not newest() or same_plan(todos, session.editor_view):
+            if message is None or session.paused or not newest() or same_plan(todos, session.editor_view):
                 return
-            await self._output.write_message(plan_notification(session_id, todos))
+            await self._output.write_message(message)
             session.editor_view = list(todos)
             log.debug("session %s: showed the editor a plan of %d entries", session_id, len(todos))
+
+    def _plan_message(self, session_id: str, session: _Session, todos: list[Todo]) -> dict[str, Any] | None:
+        """The notification that shows a stored plan in the form the editor takes; None if it takes none."""
+        if session.plan is not None:
+            parent_id, plan_id = session.plan
+            return (
+                session_update(parent_id, plan_update(plan_id, todos, self._editor))
+                if self._editor.plan_updates
+                else None
+            )
+        if self._editor.plain_plans:
+            return plan_notification(session_id, todos)
+        return session_update(session_id, plan_update(MAIN_PLAN_ID, todos, self._editor))
+
+    async def _show_removed(self, session_id: str, plan: tuple[str, str]) -> None:
+        """A plan's session removed by someone else: the editor is told the plan is gone (if it takes that)."""
+        self._sessions.pop(session_id, None)
+        if self._editor.plan_updates:
+            async with self._output.exclusive():
+                await self._output.write_message(session_update(plan[0], plan_removed(plan[1])))
+            log.info("session %s: plan %r removed elsewhere; the editor is told", plan[0], plan[1])
 
     async def aclose(self, drain_timeout: float) -> None:
         """Give pending writes ``drain_timeout`` seconds, then stop every job and watch."""

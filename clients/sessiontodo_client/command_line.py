@@ -1,0 +1,179 @@
+"""One standard for the command lines built on pydantic-settings (the server, the OpenCode sidecar
+and mirror, the ACP proxy): help for people, and a wrong flag or value as one line and exit 2.
+
+- Help: options in named groups, real metavars (``FILE``, ``SECONDS``, the choices of a
+  ``Literal``), every flag's environment variable, and examples at the end.
+- A boolean flag alone means true (``--tls``); ``--tls false`` still works.
+- A wrong flag is ``prog: unknown flag --prot; did you mean --port? (--help lists them)``, a wrong
+  value ``prog: --port 'abc': Input should be a valid integer``; both exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import inspect
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from pydantic import AliasChoices, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, CliSettingsSource
+
+S = TypeVar("S", bound=BaseSettings)
+
+USAGE_ERROR = 2
+"""The exit status of a command line that cannot be used, as argparse and click use."""
+
+
+class UsageError(Exception):
+    """A flag or value the command cannot use; ``str()`` is the one line to print after the program's name."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, raising ``UsageError`` instead of printing the usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self._one_line(message))
+
+    def _one_line(self, message: str) -> str:
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown is None:
+            return f"{message} (--help lists the flags)"
+        flag = unknown.group(1).split()[0].split("=")[0]
+        known = [option for action in self._actions for option in action.option_strings]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return f"unknown flag {flag}{hint} (--help lists the flags)"
+
+
+def fail(prog: str, message: str) -> NoReturn:
+    """Print ``prog: message`` on stderr, alone, and exit with the usage status (2)."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    raise SystemExit(USAGE_ERROR)
+
+
+def _metavar(name: str, annotation: Any) -> str | None:
+    """A metavar a person reads: a Literal's choices, FILE for paths, SECONDS for floats, else the name."""
+    options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(options) == 1:
+        annotation = options[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        return "{" + ",".join(str(choice) for choice in typing.get_args(annotation)) + "}"
+    if annotation is Path:
+        return "FILE"
+    if annotation is float:
+        return "SECONDS"
+    if annotation is int:
+        return "N"
+    if annotation is SecretStr:
+        return "SECRET"
+    return name.upper()
+
+
+def _env_names(name: str, field: FieldInfo, env_prefix: str) -> list[str]:
+    """The environment variables a field is read from: its upper-case aliases, else prefix and name."""
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        names = [choice for choice in alias.choices if isinstance(choice, str) and choice.isupper()]
+        if names:
+            return names
+    return [f"{env_prefix}{name.upper()}"]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def parse_settings(
+    settings_cls: type[S],
+    args: Sequence[str],
+    *,
+    prog: str,
+    usage: str = "[options]",
+    groups: Mapping[str, Sequence[str]] = {},
+    examples: Sequence[str] = (),
+    metavars: Mapping[str, str] = {},
+) -> S:
+    """Settings from ``args``, the environment and the defaults; ``--help`` prints the help and exits 0.
+
+    ``usage`` follows the program's name in the usage line; ``groups`` names the help's option
+    groups (title: field names; the rest go under "options"); ``examples`` end the help;
+    ``metavars`` overrides a field's metavar. Raises ``UsageError`` for a flag or value that cannot
+    be used (``fail`` prints it).
+    """
+    fields = settings_cls.model_fields
+    env_prefix = settings_cls.model_config.get("env_prefix", "")
+    epilog = "examples:\n" + "\n".join(f"  {example}" for example in examples) if examples else None
+    parser = _Parser(
+        prog=prog,
+        usage=f"%(prog)s {usage}",
+        description=inspect.cleandoc(settings_cls.__doc__ or ""),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    group_of = {field: title for title, members in groups.items() for field in members}
+    sections: dict[str, argparse._ArgumentGroup] = {}
+
+    def add_argument(target: argparse.ArgumentParser, *names: str, **kwargs: Any) -> Any:
+        field = kwargs.get("dest", "")
+        if field in fields:
+            shown = str(kwargs.get("help", "")).replace(" (default: null)", "")
+            kwargs["help"] = " ".join(
+                [shown, *(f"[env {name}]" for name in _env_names(field, fields[field], env_prefix))]
+            )
+            annotation = fields[field].annotation
+            if annotation is bool:  # --tls alone is true; --tls false still works
+                kwargs.update(nargs="?", const="true", metavar="true|false")
+            else:
+                kwargs["metavar"] = metavars.get(field) or _metavar(field, annotation)
+            title = group_of.get(field)
+            if title is not None:
+                if title not in sections:
+                    sections[title] = target.add_argument_group(title)
+                return sections[title].add_argument(*names, **kwargs)
+        return target.add_argument(*names, **kwargs)
+
+    source: CliSettingsSource[Any] = CliSettingsSource(
+        settings_cls,
+        cli_prog_name=prog,
+        cli_hide_none_type=True,
+        cli_exit_on_error=False,
+        root_parser=parser,
+        add_argument_method=add_argument,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    try:
+        return settings_cls(_cli_settings_source=source(args=list(args)))
+    except ValidationError as invalid:
+        raise UsageError(_validation_line(invalid, settings_cls)) from None
+
+
+def _validation_line(invalid: ValidationError, settings_cls: type[BaseSettings]) -> str:
+    """The first problem of a validation error as ``--flag 'value': what is wrong`` (with its env var)."""
+    problem = invalid.errors(include_url=False)[0]
+    name = str(problem["loc"][0]) if problem["loc"] else ""
+    prefix = settings_cls.model_config.get("env_prefix", "")
+    where = f"{_flag(name)} (or {prefix}{name.upper()})" if name else "settings"
+    value = problem.get("input")
+    shown = f" {value!r}" if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+    return f"{where}{shown}: {problem['msg']}"
+
+
+def run_command(prog: str, main: Callable[[], None], *, debug: Callable[[], bool]) -> None:
+    """Run ``main``; an unexpected failure is one line on stderr and exit 1, with its traceback only
+    when ``debug()`` (``--log-level debug``) says so."""
+    try:
+        main()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        if debug():
+            raise
+        print(f"{prog}: {error} (--log-level debug shows where)", file=sys.stderr)
+        raise SystemExit(1) from None

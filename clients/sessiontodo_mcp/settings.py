@@ -1,0 +1,113 @@
+"""Configuration of ``sessiontodo-mcp``, read once from flags (``cli``) and ``SESSIONTODO_MCP_*`` variables."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sessiontodo_client import ServiceConnection
+from sessiontodo_client.security import is_loopback_host
+
+
+class Transport(StrEnum):
+    STDIO = "stdio"
+    HTTP = "http"
+
+
+class Settings(BaseSettings, ServiceConnection):
+    """Every knob of the MCP server; flags win over environment variables, which win over defaults.
+
+    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SESSIONTODO_MCP_")
+
+    sessiontodo_address: str = Field(
+        "127.0.0.1:50051",
+        json_schema_extra={"metavar": "HOST:PORT"},
+        description="host:port of the sessiontodo gRPC server.",
+    )
+    transport: Transport = Field(
+        Transport.STDIO,
+        json_schema_extra={"metavar": "{stdio,http}"},
+        description="stdio: one MCP client on stdin/stdout (what an agent launches); http: MCP streamable HTTP.",
+    )
+    session_id: str | None = Field(
+        None,
+        json_schema_extra={"metavar": "ID"},
+        description="stdio: the sessiontodo session whose list the tools edit, created if missing. Default: a new "
+        "session per process. Over HTTP each MCP session has its own (see the Sessiontodo-Session-Id header).",
+    )
+    idle_ttl: float = Field(
+        7 * 24 * 3600.0,
+        ge=0,
+        json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds without a change after which sessiontodo forgets a session this server created "
+        "(an abandoned agent's); 0 keeps them until removed.",
+    )
+    host: str = Field(
+        "127.0.0.1", json_schema_extra={"metavar": "ADDRESS"}, description="http: the address to listen on."
+    )
+    port: int = Field(
+        50060,
+        ge=0,
+        le=65535,
+        json_schema_extra={"metavar": "PORT"},
+        description="http: the port to listen on; 0 picks a free one.",
+    )
+    http_token: SecretStr | None = Field(
+        None,
+        description="http: require 'Authorization: Bearer <this>' of every MCP client (prefer --http-token-file or "
+        "the environment to the command line).",
+    )
+    http_token_file: Path | None = Field(None, description="http: a file holding the token clients must present.")
+    insecure: bool = Field(False, description="http: allow a non-loopback --host without a client token.")
+    allowed_hosts: list[str] = Field(
+        [],
+        json_schema_extra={"metavar": "NAME"},
+        description="http: Host names served besides IP addresses and localhost ('*': any; DNS rebinding guard).",
+    )
+    allowed_origins: list[str] = Field(
+        [],
+        json_schema_extra={"metavar": "ORIGIN"},
+        description="http: browser origins allowed besides the server's own ('*': any).",
+    )
+    log_level: str = Field(
+        "INFO",
+        json_schema_extra={"metavar": "LEVEL"},
+        description="Python logging level; logs go to stderr, never stdout.",
+    )
+
+    def client_token(self) -> str | None:
+        """The token MCP clients must present over HTTP, read from its file; ``ValueError`` if unusable."""
+        if self.http_token is not None and self.http_token_file is not None:
+            raise ValueError("give --http-token or --http-token-file, not both")
+        if self.http_token_file is not None:
+            token = self.http_token_file.read_text().strip()
+            if not token:
+                raise ValueError(f"token file {self.http_token_file} is empty")
+            return token
+        return self.http_token.get_secret_value() if self.http_token is not None else None
+
+    def refusal(self) -> str | None:
+        """Why these settings must not start a server, or None.
+
+        Flags that mean nothing for the chosen transport are refused rather than ignored; over HTTP,
+        anything reachable from other hosts needs a client token unless ``--insecure`` says the
+        network is trusted (as the OpenCode sidecar and sessiontodo itself do).
+        """
+        if self.transport is Transport.HTTP and self.session_id is not None:
+            return "--session-id is for stdio: over HTTP every MCP session has its own sessiontodo session"
+        if self.transport is Transport.STDIO and (self.http_token is not None or self.http_token_file is not None):
+            return "--http-token and --http-token-file are for --transport http"
+        exposed = not (is_loopback_host(self.host) or self.insecure)
+        if self.transport is Transport.HTTP and exposed and self.http_token is None and self.http_token_file is None:
+            return (
+                f"refusing to listen on {self.host!r} without a client token (--http-token-file): anyone who can reach "
+                "the port could read and change the todo lists; set one, bind 127.0.0.1, or pass --insecure if the "
+                "network is trusted"
+            )
+        return None

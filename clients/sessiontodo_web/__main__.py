@@ -1,0 +1,55 @@
+"""``sessiontodo-web`` / ``python -m sessiontodo_web``: serve the live board until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from sessiontodo_client import TodoClient
+from sessiontodo_opencode.sidecar import ListenError, StartupError
+from sessiontodo_web.settings import Settings
+from sessiontodo_web.web import start_web
+
+log = logging.getLogger("sessiontodo_web")
+
+
+async def serve(settings: Settings) -> None:
+    security = settings.channel_security()
+    async with TodoClient.connect(settings.sessiontodo_address, security=security) as client:
+        running = await start_web(settings, client)
+        log.info("serving the board on %s for sessiontodo at %s", running.url, settings.sessiontodo_address)
+        if running.made_token:
+            log.info(
+                "sign in at %s (a token made for this run; set --viewer-token-file to keep one)", running.sign_in_url
+            )
+        else:
+            log.info("sign in at %s with the viewer token", running.sign_in_url)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await running.stop()
+
+
+def main() -> None:
+    settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(serve(settings))
+    except StartupError as error:
+        log.critical("%s", error)
+        sys.exit(1)
+    except (OSError, ValueError) as error:  # the CA, certificate, key or token files
+        sys.exit(f"sessiontodo-web: {error}")
+    except ListenError as error:
+        print(f"sessiontodo-web: {error}; set another with --port / SESSIONTODO_WEB_PORT", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+// The selected session: its todos (status and priority as colour and words), metadata on demand,
+// recent changes, and the edits. Every edit sends the revision shown; when someone else changed
+// the list first the board answers 409 with the list as it is now, which replaces the one shown.
+
+import { ApiError, request, sessionPath, todoPath } from './api.js';
+import { el, fill, show } from './dom.js';
+import { PRIORITIES, STATUSES, ago, duration, sessionTitle, when } from './format.js';
+
+const LABEL_TEXT_LENGTH = 60;
+
+export class DetailPanel {
+  /** `parts`: the elements of index.html's detail section, by name. */
+  constructor(parts) {
+    this.parts = parts;
+    this.sessionId = null;
+    this.detail = null;
+    this.early = [];
+    this.removed = false;
+    this.rows = new Map();
+    fill(parts.addPriority, optionsOf(PRIORITIES));
+    parts.addPriority.value = 'medium';
+    parts.addForm.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.add();
+    });
+    parts.noticeClose.addEventListener('click', () => show(parts.notice, false));
+  }
+
+  /** Select a session: read its list and changes from the board. */
+  async show(sessionId) {
+    this.sessionId = sessionId;
+    this.detail = null;
+    this.early = []; // changes that arrive while the list is being read: applied after it if newer
+    this.removed = false;
+    this.rows.clear();
+    fill(this.parts.todos);
+    show(this.parts.notice, false);
+    show(this.parts.hint, false);
+    show(this.parts.body, true);
+    this.parts.body.classList.remove('gone');
+    try {
+      const detail = await request('GET', sessionPath(sessionId));
+      if (this.sessionId !== sessionId) return;
+      this.render(detail);
+      for (const event of this.early.splice(0)) this.onChange(event);
+    } catch (error) {
+      if (this.sessionId !== sessionId) return;
+      if (error.status === 404) this.gone('This session does not exist (any more).');
+      else this.notify(error.message, 'error');
+    }
+  }
+
+  onChange(event) {
+    if (event.session.id !== this.sessionId) return;
+    if (!this.detail) {
+      this.early.push(event);
+      return;
+    }
+    if (event.session.revision <= this.detail.session.revision) return;
+    this.render({ session: event.session, todos: event.todos, changes: [...this.detail.changes, event.change] });
+  }
+
+  onRemoved(event) {
+    if (!this.detail || event.session_id !== this.sessionId) return;
+    this.detail.changes.push(event.change);
+    this.renderChanges();
+    this.gone(event.change.summary === 'session expired' ? 'This session expired.' : 'This session was removed.');
+  }
+
+  /** After a `reset` the list may have changed in any way: read it again (or say it is gone). */
+  onReset(stillThere) {
+    if (this.sessionId === null) return;
+    if (stillThere) this.show(this.sessionId);
+    else this.gone('This session no longer exists.');
+  }
+
+  refreshTimes() {
+    if (this.detail) {
+      this.renderMeta();
+      this.renderChanges();
+    }
+  }
+
+  // Rendering
+
+  render(detail) {
+    this.detail = { ...detail, changes: uniqueChanges(detail.changes) };
+    const { session, todos } = this.detail;
+    this.parts.heading.textContent = sessionTitle(session);
+    this.renderMeta();
+    this.renderFields();
+    this.renderTodos(todos);
+    this.renderChanges();
+  }
+
+  renderMeta() {
+    const { session } = this.detail;
+    const origin = session.origin ? ` by ${session.origin}` : '';
+    this.parts.meta.textContent = `${session.id} · revision ${session.revision} · changed ${ago(session.updated_at)}${origin}`;
+  }
+
+  renderFields() {
+    const { session } = this.detail;
+    const fields = [
+      ['Session id', session.id],
+      ['Parent', session.parent_id || '—'],
+      ['Revision', String(session.revision)],
+      ['Created', when(session.created_at)],
+      ['Last change', when(session.updated_at)],
+      ['Last origin', session.origin || '—'],
+      ['Idle TTL', duration(session.idle_ttl)],
+      ...Object.entries(session.labels).sort(([a], [b]) => a.localeCompare(b)).map(([key, value]) => [`Label ${key}`, value]),
+    ];
+    fill(this.parts.fields, fields.map(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
+  }
+
+  renderTodos(todos) {
+    const focused = document.activeElement;
+    const list = this.parts.todos;
+    const seen = new Set();
+    todos.forEach((todo, index) => {
+      const row = this.rows.get(todo.id) ?? this.makeRow(todo);
+      this.paintRow(row, todo, index, todos.length);
+      if (list.children[index] !== row.item) list.insertBefore(row.item, list.children[index] ?? null);
+      seen.add(todo.id);
+    });
+    for (const [todoId, row] of this.rows) {
+      if (!seen.has(todoId)) {
+        row.item.remove();
+        this.rows.delete(todoId);
+      }
+    }
+    if (focused instanceof HTMLElement && focused.isConnected && document.activeElement !== focused) focused.focus();
+    const done = todos.filter((todo) => todo.status === 'completed').length;
+    this.parts.todoCount.textContent = `${done}/${todos.filter((todo) => todo.status !== 'cancelled').length}`;
+    show(this.parts.todosEmpty, todos.length === 0);
+  }
+
+  renderChanges() {
+    const changes = this.detail.changes.slice(-50).reverse();
+    fill(
+      this.parts.changes,
+      changes.map((change) =>
+        el(
+          'li',
+          {},
+          el('span', { class: 'rev' }, `r${change.revision}`),
+          ' ',
+          el('span', { class: 'origin' }, change.origin || '—'),
+          ' ',
+          el('time', { datetime: change.time ?? '', title: when(change.time) }, ago(change.time)),
+          ' ',
+          el('span', { class: 'summary' }, change.summary),
+        ),
+      ),
+    );
+    show(this.parts.changesEmpty, changes.length === 0);
+  }
+
+  makeRow(todo) {
+    const row = {
+      status: el('select', { class: 'status' }, optionsOf(STATUSES)),
+      priority: el('select', { class: 'priority' }, optionsOf(PRIORITIES)),
+      content: el('span', { class: 'content' }),
+      edit: el('button', { type: 'button', class: 'quiet' }, 'Edit'),
+      up: el('button', { type: 'button', class: 'quiet' }, '↑'),
+      down: el('button', { type: 'button', class: 'quiet' }, '↓'),
+      remove: el('button', { type: 'button', class: 'quiet danger' }, 'Remove'),
+      metadataSummary: el('summary'),
+      metadataFields: el('dl'),
+      form: null,
+      todo,
+    };
+    row.metadata = el('details', { class: 'metadata' }, row.metadataSummary, row.metadataFields);
+    row.item = el(
+      'li',
+      { class: 'todo', dataset: { todoId: todo.id } },
+      el('div', { class: 'todo-main' }, row.status, row.priority, row.content, el('span', { class: 'actions' }, row.edit, row.up, row.down, row.remove)),
+      row.metadata,
+    );
+    row.status.addEventListener('change', () => this.update(row, { status: row.status.value }));
+    row.priority.addEventListener('change', () => this.update(row, { priority: row.priority.value }));
+    row.edit.addEventListener('click', () => this.startEditing(row));
+    row.up.addEventListener('click', () => this.move(row.todo.id, -1));
+    row.down.addEventListener('click', () => this.move(row.todo.id, 1));
+    row.remove.addEventListener('click', () => this.edit('DELETE', todoPath(this.sessionId, row.todo.id), {}));
+    this.rows.set(todo.id, row);
+    return row;
+  }
+
+  paintRow(row, todo, index, count) {
+    row.todo = todo;
+    const name = shortened(todo.content);
+    row.item.dataset.status = todo.status;
+    row.item.dataset.priority = todo.priority;
+    choose(row.status, todo.status, 'Status');
+    choose(row.priority, todo.priority, 'Priority');
+    row.status.setAttribute('aria-label', `Status of “${name}”`);
+    row.priority.setAttribute('aria-label', `Priority of “${name}”`);
+    row.edit.setAttribute('aria-label', `Edit “${name}”`);
+    row.up.setAttribute('aria-label', `Move “${name}” up`);
+    row.down.setAttribute('aria-label', `Move “${name}” down`);
+    row.remove.setAttribute('aria-label', `Remove “${name}”`);
+    row.up.disabled = index === 0;
+    row.down.disabled = index === count - 1;
+    if (!row.form) row.content.textContent = todo.content;
+    const metadata = Object.entries(todo.metadata).sort(([a], [b]) => a.localeCompare(b));
+    show(row.metadata, metadata.length > 0);
+    row.metadataSummary.textContent = `Metadata (${metadata.length})`;
+    fill(row.metadataFields, metadata.map(([key, value]) => [el('dt', {}, key), el('dd', {}, value)]));
+  }
+
+  gone(message) {
+    this.removed = true;
+    this.parts.body.classList.add('gone');
+    this.notify(message, 'gone');
+  }
+
+  notify(message, kind) {
+    this.parts.notice.dataset.kind = kind;
+    this.parts.noticeText.textContent = message;
+    show(this.parts.notice, true);
+  }
+
+  // Editing
+
+  /** Edit a todo's text in place. The edit is of the list as it was when it started: if someone else
+   * changes the list meanwhile, saving is a conflict rather than a silent overwrite. */
+  startEditing(row) {
+    const startedAt = this.detail.session.revision;
+    const input = el('input', { class: 'edit', maxlength: '4096', 'aria-label': `Text of “${shortened(row.todo.content)}”` });
+    input.value = row.todo.content;
+    const cancel = el('button', { type: 'button', class: 'quiet' }, 'Cancel');
+    row.form = el('form', { class: 'edit-form' }, input, el('button', { type: 'submit' }, 'Save'), cancel);
+    const stop = () => {
+      row.form.replaceWith(row.content);
+      row.form = null;
+      row.content.textContent = row.todo.content;
+      row.edit.focus();
+    };
+    row.form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const content = input.value;
+      stop();
+      if (content.trim() && content !== row.todo.content) this.update(row, { content }, startedAt);
+    });
+    cancel.addEventListener('click', stop);
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape') {
+        event.preventDefault();
+        stop();
+      }
+    });
+    row.content.replaceWith(row.form);
+    input.focus();
+    input.select();
+  }
+
+  update(row, change, expectedRevision) {
+    return this.edit('PATCH', todoPath(this.sessionId, row.todo.id), change, expectedRevision);
+  }
+
+  move(todoId, delta) {
+    const order = this.detail.todos.map((todo) => todo.id);
+    const from = order.indexOf(todoId);
+    const to = from + delta;
+    if (from < 0 || to < 0 || to >= order.length) return;
+    [order[from], order[to]] = [order[to], order[from]];
+    return this.edit('PUT', `${sessionPath(this.sessionId)}/order`, { todo_ids: order });
+  }
+
+  async add() {
+    const input = this.parts.addContent;
+    const added = await this.edit('POST', `${sessionPath(this.sessionId)}/todos`, {
+      content: input.value,
+      priority: this.parts.addPriority.value,
+    });
+    if (added) input.value = '';
+  }
+
+  /** Send one edit with the revision shown (or given); show the answer, or the list as it is now on a conflict. */
+  async edit(method, path, body, expectedRevision = this.detail?.session.revision) {
+    if (!this.detail || this.removed) return false;
+    const sessionId = this.sessionId;
+    this.parts.todos.setAttribute('aria-busy', 'true');
+    try {
+      const detail = await request(method, path, { ...body, expected_revision: expectedRevision });
+      if (this.sessionId !== sessionId) return true;
+      show(this.parts.notice, false);
+      if (detail.session.revision >= this.detail.session.revision) this.render(detail);
+      return true;
+    } catch (error) {
+      if (this.sessionId !== sessionId) return false;
+      if (error instanceof ApiError && error.status === 409 && error.body?.current) {
+        const current = error.body.current;
+        this.render(current);
+        const by = current.session.origin ? ` by ${current.session.origin}` : '';
+        this.notify(
+          `Someone else changed this list (now revision ${current.session.revision}${by}), so your change was not made. ` +
+            'This is the list as it is now.',
+          'conflict',
+        );
+      } else {
+        this.notify(error.message, 'error');
+      }
+      return false;
+    } finally {
+      this.parts.todos.removeAttribute('aria-busy');
+    }
+  }
+}
+
+function optionsOf(table) {
+  return Object.entries(table).map(([value, { icon, text }]) => el('option', { value }, `${icon} ${text}`));
+}
+
+/** Select `value`, adding an option for a value this page has no name for (a newer server's). */
+function choose(select, value, what) {
+  const key = String(value);
+  if (![...select.options].some((option) => option.value === key)) select.append(el('option', { value: key }, `? ${what} ${key}`));
+  select.value = key;
+}
+
+function shortened(text) {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > LABEL_TEXT_LENGTH ? `${flat.slice(0, LABEL_TEXT_LENGTH - 1)}…` : flat;
+}
+
+function uniqueChanges(changes) {
+  const byRevision = new Map(changes.map((change) => [change.revision, change]));
+  return [...byRevision.values()].sort((a, b) => a.revision - b.revision);
+}

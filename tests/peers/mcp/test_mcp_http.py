@@ -1,0 +1,143 @@
+"""sessiontodo-mcp over streamable HTTP: one sessiontodo session per MCP session, and the front door."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import AnyUrl
+
+from sessiontodo_client import Todo, TodoClient
+from sessiontodo_mcp import SESSION_HEADER, resource_uri
+from sessiontodo_server.app import RunningServer
+from tests.peers.mcp.mcp_support import HttpGateway, http_peer, todo_contents
+from tests.support import terminate
+
+pytestmark = pytest.mark.process
+
+PLAN = [{"content": "Plan over HTTP", "status": "in_progress", "priority": "high"}]
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}},
+}
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+async def test_each_mcp_session_gets_its_own_sessiontodo_session(http_gateway: HttpGateway) -> None:
+    async with http_peer(http_gateway.url) as first, http_peer(http_gateway.url) as second:
+        assert await first.session_id() != await second.session_id()
+
+
+async def test_a_list_written_in_one_mcp_session_is_not_seen_in_another(http_gateway: HttpGateway) -> None:
+    async with http_peer(http_gateway.url) as writer, http_peer(http_gateway.url) as other:
+        await writer.call("todo_write", todos=PLAN)
+        assert todo_contents(await other.call("todo_read")) == []
+
+
+async def test_an_mcp_session_writes_to_its_own_session_labelled_with_the_clients_name(
+    http_gateway: HttpGateway, client: TodoClient
+) -> None:
+    async with http_peer(http_gateway.url, client_name="qwen-code") as peer:
+        await peer.call("todo_write", todos=PLAN)
+        session = await client.get_session(await peer.session_id())
+    assert session.labels == {"client": "qwen-code"}
+
+
+async def test_the_session_header_resumes_a_session_across_mcp_sessions(
+    http_gateway: HttpGateway, client: TodoClient
+) -> None:
+    headers = {SESSION_HEADER: "resumed-plan"}
+    async with http_peer(http_gateway.url, headers=headers) as first:
+        await first.call("todo_write", todos=PLAN)
+    async with http_peer(http_gateway.url, headers=headers) as second:
+        assert todo_contents(await second.call("todo_read")) == ["Plan over HTTP"]
+
+
+async def test_a_subscription_over_http_is_notified_of_a_change_made_over_grpc(
+    http_gateway: HttpGateway, client: TodoClient
+) -> None:
+    async with http_peer(http_gateway.url) as peer:
+        session_id = await peer.session_id()
+        uri = resource_uri(session_id)
+        await peer.session.subscribe_resource(AnyUrl(uri))
+        await client.replace_todos(session_id, [Todo(content="Changed elsewhere")])
+        assert await peer.updates.next() == uri
+
+
+async def test_a_subscription_hears_of_another_agents_write_to_the_same_session(
+    http_gateway: HttpGateway,
+) -> None:
+    headers = {SESSION_HEADER: "pair"}
+    async with (
+        http_peer(http_gateway.url, headers=headers) as watcher,
+        http_peer(http_gateway.url, headers=headers) as writer,
+    ):
+        uri = resource_uri(await watcher.session_id())
+        await watcher.session.subscribe_resource(AnyUrl(uri))
+        await writer.call("todo_write", todos=PLAN)
+        assert await watcher.updates.next() == uri
+
+
+async def test_a_host_header_other_than_an_address_or_localhost_is_refused(http_gateway: HttpGateway) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            http_gateway.url, json=INITIALIZE, headers={**ACCEPT, "host": "todos.attacker.example"}
+        )
+    assert response.status_code == 403
+
+
+async def test_a_foreign_origin_is_refused(http_gateway: HttpGateway) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            http_gateway.url, json=INITIALIZE, headers={**ACCEPT, "origin": "https://evil.example"}
+        )
+    assert response.status_code == 403
+
+
+async def test_an_initialize_from_a_plain_http_client_is_served(http_gateway: HttpGateway) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(http_gateway.url, json=INITIALIZE, headers=ACCEPT)
+    assert response.status_code == 200
+
+
+async def test_with_a_client_token_a_request_without_it_is_unauthorized(
+    server: RunningServer, tmp_path: Path, gateway_log: Path
+) -> None:
+    token_file = tmp_path / "mcp-token"
+    token_file.write_text(os.urandom(16).hex())
+    gateway = await HttpGateway(server.address, "--http-token-file", str(token_file), log=gateway_log).start()
+    try:
+        async with httpx.AsyncClient() as http:
+            response = await http.post(gateway.url, json=INITIALIZE, headers=ACCEPT)
+    finally:
+        gateway.stop()
+    assert response.status_code == 401
+
+
+async def test_with_a_client_token_a_client_presenting_it_is_served(
+    server: RunningServer, tmp_path: Path, gateway_log: Path
+) -> None:
+    token = os.urandom(16).hex()
+    token_file = tmp_path / "mcp-token"
+    token_file.write_text(token)
+    gateway = await HttpGateway(server.address, "--http-token-file", str(token_file), log=gateway_log).start()
+    try:
+        async with http_peer(gateway.url, headers={"authorization": f"Bearer {token}"}) as peer:
+            result = await peer.call("todo_write", todos=PLAN)
+    finally:
+        gateway.stop()
+    assert todo_contents(result) == ["Plan over HTTP"]
+
+
+async def test_sigterm_stops_the_server_while_a_client_holds_a_subscription(http_gateway: HttpGateway) -> None:
+    assert http_gateway.process is not None
+    async with http_peer(http_gateway.url) as peer:
+        await peer.session.subscribe_resource(AnyUrl(resource_uri(await peer.session_id())))
+        stopped_by_sigterm = await asyncio.to_thread(terminate, http_gateway.process)
+    assert stopped_by_sigterm

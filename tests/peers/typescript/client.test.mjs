@@ -1,0 +1,423 @@
+// @sessiontodo/client against a real sessiontodo server: every rpc, the typed errors with their
+// google.rpc details, the watch and the feed; plus the pieces that need no server (retry policy,
+// security rules, the feed's resume state).
+//
+// Driven by test_typescript_client.py, which starts the server and sets:
+//   SESSIONTODO_ADDRESS   host:port of a running server (memory store, PROGRESS every 0.2 s)
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+
+import { reader, rejection, required, sessiontodo } from './support.mjs';
+
+const {
+  Aborted,
+  ChannelSecurity,
+  Code,
+  FailedPrecondition,
+  FeedPosition,
+  InvalidArgument,
+  isLoopback,
+  isTransient,
+  NotFound,
+  RetryPolicy,
+  ServiceError,
+  TodoClient,
+  Unavailable,
+} = sessiontodo;
+
+const client = TodoClient.connect(required('SESSIONTODO_ADDRESS'));
+after(() => client.close());
+
+/** A new session of this test's own. */
+async function newSession(options = {}) {
+  const { session } = await client.createSession({ sessionId: `ts-${randomUUID()}`, ...options });
+  return session.sessionId;
+}
+
+describe('sessions', () => {
+  test('a session created without an id gets a generated one, once', async () => {
+    const { session, created } = await client.createSession();
+    assert.match(session.sessionId, /^ses_[0-9a-f]{32}$/);
+    assert.equal(created, true);
+  });
+
+  test('creating an existing session returns it unchanged and says so', async () => {
+    const sessionId = await newSession({ labels: { title: 'first' } });
+    const { session, created } = await client.createSession({ sessionId, labels: { title: 'second' } });
+    assert.equal(created, false);
+    assert.deepEqual(session.labels, { title: 'first' });
+  });
+
+  test('labels and the idle TTL round-trip in milliseconds', async () => {
+    const sessionId = await newSession({ labels: { title: 'Plan', project: 'p' }, idleTtlMs: 90_000 });
+    const session = await client.getSession(sessionId);
+    assert.deepEqual(session.labels, { title: 'Plan', project: 'p' });
+    assert.equal(session.idleTtlMs, 90_000);
+    assert.ok(session.createdAt instanceof Date);
+  });
+
+  test('updating a session sets and removes labels and counts as a revision', async () => {
+    const sessionId = await newSession({ labels: { title: 'Plan', stale: 'x' } });
+    const { session, changed } = await client.updateSession(sessionId, { labels: { title: 'Done' }, removeLabels: ['stale'] });
+    assert.equal(changed, true);
+    assert.deepEqual(session.labels, { title: 'Done' });
+    assert.equal(session.revision, 1n);
+  });
+
+  test('sessions are listed by parent and by label', async () => {
+    const parentId = await newSession();
+    const label = randomUUID();
+    const children = [await newSession({ parentId, labels: { batch: label } }), await newSession({ parentId })];
+    const byParent = await client.listSessions({ parentId });
+    const byLabel = await client.listSessions({ labels: { batch: label } });
+    assert.deepEqual(byParent.map((s) => s.sessionId).sort(), [...children].sort());
+    assert.deepEqual(byLabel.map((s) => s.sessionId), [children[0]]);
+  });
+
+  test('removing a session removes its descendants and names them', async () => {
+    const parentId = await newSession();
+    const childId = await newSession({ parentId });
+    const removed = await client.removeSession(parentId);
+    assert.deepEqual(removed.sort(), [parentId, childId].sort());
+    assert.ok((await rejection(client.getSession(childId))) instanceof NotFound);
+  });
+
+  test('a batch read returns the lists found in order and the ids that name none', async () => {
+    const [a, b] = [await newSession(), await newSession()];
+    await client.replaceTodos(b, [{ content: 'b1' }]);
+    const { sessions, missingSessionIds } = await client.batchGetTodos([b, 'ts-nobody', a]);
+    assert.deepEqual(sessions.map(({ session, todos }) => [session.sessionId, todos.map((t) => t.content)]), [[b, ['b1']], [a, []]]);
+    assert.deepEqual(missingSessionIds, ['ts-nobody']);
+  });
+});
+
+describe('todos', () => {
+  test('a replaced list comes back with ids, names for status and priority, and a bigint revision', async () => {
+    const sessionId = await newSession();
+    await client.replaceTodos(sessionId, [
+      { content: 'Write the test', status: 'completed', priority: 'high', metadata: { 'acp._meta': '{}' } },
+      { content: 'Ship it' },
+    ]);
+    const { todos, revision } = await client.getTodos(sessionId);
+    assert.equal(revision, 1n);
+    assert.deepEqual(
+      todos.map(({ content, status, priority, metadata }) => ({ content, status, priority, metadata })),
+      [
+        { content: 'Write the test', status: 'completed', priority: 'high', metadata: { 'acp._meta': '{}' } },
+        { content: 'Ship it', status: 'pending', priority: 'medium', metadata: {} },
+      ],
+    );
+    assert.ok(todos.every((todo) => todo.id !== ''));
+  });
+
+  test('a todo is inserted at its index', async () => {
+    const sessionId = await newSession();
+    await client.replaceTodos(sessionId, [{ content: 'a' }, { content: 'c' }]);
+    const added = await client.addTodo(sessionId, { content: 'b' }, { index: 1 });
+    assert.equal(added.index, 1);
+    assert.deepEqual((await client.getTodos(sessionId)).todos.map((t) => t.content), ['a', 'b', 'c']);
+  });
+
+  test('an add repeated with its request id returns the first result and adds nothing', async () => {
+    const sessionId = await newSession();
+    const requestId = randomUUID();
+    const first = await client.addTodo(sessionId, { content: 'once' }, { requestId });
+    const again = await client.addTodo(sessionId, { content: 'once' }, { requestId });
+    assert.deepEqual(again, first);
+    assert.equal((await client.getTodos(sessionId)).todos.length, 1);
+  });
+
+  test('a request id reused for another todo is refused as REQUEST_ID_REUSED', async () => {
+    const sessionId = await newSession();
+    const requestId = randomUUID();
+    await client.addTodo(sessionId, { content: 'first' }, { requestId });
+    const error = await rejection(client.addTodo(sessionId, { content: 'second' }, { requestId }));
+    assert.ok(error instanceof FailedPrecondition);
+    assert.equal(error.reason, 'REQUEST_ID_REUSED');
+  });
+
+  test('an update changes the given fields and an update to nothing changes no revision', async () => {
+    const sessionId = await newSession();
+    const { todos } = await client.replaceTodos(sessionId, [{ content: 'Draft' }]);
+    const updated = await client.updateTodo(sessionId, todos[0].id, { status: 'in_progress', content: 'Write' });
+    const unchanged = await client.updateTodo(sessionId, todos[0].id, { status: 'in_progress' });
+    assert.deepEqual([updated.todo.content, updated.todo.status, updated.changed], ['Write', 'in_progress', true]);
+    assert.deepEqual([unchanged.changed, unchanged.revision], [false, updated.revision]);
+  });
+
+  test('a removed todo is gone and a second removal is NOT_FOUND with TODO_NOT_FOUND', async () => {
+    const sessionId = await newSession();
+    const { todos } = await client.replaceTodos(sessionId, [{ content: 'Drop me' }]);
+    assert.equal(await client.removeTodo(sessionId, todos[0].id), 2n);
+    const error = await rejection(client.removeTodo(sessionId, todos[0].id));
+    assert.ok(error instanceof NotFound);
+    assert.equal(error.reason, 'TODO_NOT_FOUND');
+  });
+
+  test('a status this client has no name for is refused before any call', async () => {
+    await assert.rejects(client.replaceTodos('ts-nobody', [{ content: 'x', status: 'done' }]), TypeError);
+  });
+});
+
+describe('errors', () => {
+  test('an unknown session is NOT_FOUND with SESSION_NOT_FOUND and its id', async () => {
+    const error = await rejection(client.getTodos('ts-nobody'));
+    assert.ok(error instanceof NotFound);
+    assert.equal(error.code, Code.NotFound);
+    assert.equal(error.reason, 'SESSION_NOT_FOUND');
+    assert.deepEqual(error.metadata, { sessionId: 'ts-nobody' });
+    assert.match(error.message, /^NOT_FOUND: /);
+  });
+
+  test('bad input is INVALID_ARGUMENT listing every field violation', async () => {
+    const sessionId = await newSession();
+    const error = await rejection(client.replaceTodos(sessionId, [{ content: '' }, { content: 'ok' }, { content: '' }]));
+    assert.ok(error instanceof InvalidArgument);
+    assert.deepEqual(
+      error.violations.map((v) => v.field),
+      ['todos[0].content', 'todos[2].content'],
+    );
+  });
+
+  test('a stale expected revision is ABORTED with both revisions and changes nothing', async () => {
+    const sessionId = await newSession();
+    await client.replaceTodos(sessionId, [{ content: 'v1' }]);
+    const error = await rejection(client.replaceTodos(sessionId, [{ content: 'v2' }], { expectedRevision: 0n }));
+    assert.ok(error instanceof Aborted);
+    assert.equal(error.reason, 'REVISION_MISMATCH');
+    assert.deepEqual([error.metadata.expectedRevision, error.metadata.actualRevision], ['0', '1']);
+    assert.deepEqual((await client.getTodos(sessionId)).todos.map((t) => t.content), ['v1']);
+  });
+
+  test('a session under another parent is FAILED_PRECONDITION naming the existing parent', async () => {
+    const [parentId, otherId] = [await newSession(), await newSession()];
+    const sessionId = await newSession({ parentId });
+    const error = await rejection(client.createSession({ sessionId, parentId: otherId }));
+    assert.ok(error instanceof FailedPrecondition);
+    assert.equal(error.metadata.parentId, parentId);
+  });
+});
+
+describe('watch', () => {
+  test('a watch starts with a snapshot, then delivers every change with the full list, in order', async () => {
+    const sessionId = await newSession();
+    await client.replaceTodos(sessionId, [{ content: 'a' }]);
+    const events = reader(client.watch(sessionId));
+    const snapshot = await events.next();
+    await client.addTodo(sessionId, { content: 'b' });
+    const added = await events.next();
+    await events.close();
+    assert.deepEqual([snapshot.kind, snapshot.revision, snapshot.todos.map((t) => t.content)], ['snapshot', 1n, ['a']]);
+    assert.deepEqual([added.kind, added.revision, added.todos.map((t) => t.content)], ['todo_added', 2n, ['a', 'b']]);
+    assert.equal(added.todoId, added.todos[1].id);
+  });
+
+  test('a watch resumed after a revision delivers only the changes after it', async () => {
+    const sessionId = await newSession();
+    await client.replaceTodos(sessionId, [{ content: 'one' }]);
+    await client.replaceTodos(sessionId, [{ content: 'two' }]);
+    const events = reader(client.watch(sessionId, { afterRevision: 1n }));
+    const next = await events.next();
+    await events.close();
+    assert.deepEqual([next.kind, next.revision, next.todos[0].content], ['todos_replaced', 2n, 'two']);
+  });
+
+  test('a watch ends after the removal of its session', async () => {
+    const sessionId = await newSession();
+    const events = reader(client.watch(sessionId));
+    await events.next();
+    await client.removeSession(sessionId, { origin: 'ts-test' });
+    const removed = await events.next();
+    assert.deepEqual([removed.kind, removed.removalReason, removed.origin], ['session_removed', 'removed', 'ts-test']);
+    assert.equal(await events.next(), undefined);
+  });
+
+  test('a watch of an unknown session throws NOT_FOUND', async () => {
+    const error = await rejection(reader(client.watch('ts-nobody')).next());
+    assert.ok(error instanceof NotFound);
+  });
+
+  test('a quiet watch delivers PROGRESS only when asked', async () => {
+    const sessionId = await newSession();
+    const quiet = reader(client.watch(sessionId, { includeProgress: true }));
+    await quiet.next();
+    const progress = await quiet.next();
+    await quiet.close();
+    assert.deepEqual([progress.kind, progress.revision], ['progress', 0n]);
+  });
+});
+
+describe('feed', () => {
+  test('the feed starts with a snapshot and a bookmark, then carries every change with a cursor', async () => {
+    const label = randomUUID();
+    const sessionId = await newSession({ labels: { feed: label } });
+    const events = reader(client.watchChanges({ includeSnapshot: true, includeProgress: true, labels: { feed: label } }));
+    const snapshot = await events.next();
+    const bookmark = await events.next();
+    await client.replaceTodos(sessionId, [{ content: 'fed' }], { origin: 'ts-test' });
+    const replaced = await events.next();
+    await events.close();
+    assert.deepEqual([snapshot.kind, snapshot.sessionId, snapshot.cursor], ['snapshot', sessionId, '']);
+    assert.equal(bookmark.kind, 'progress');
+    assert.notEqual(bookmark.cursor, '');
+    assert.deepEqual([replaced.kind, replaced.origin, replaced.todos[0].content], ['todos_replaced', 'ts-test', 'fed']);
+  });
+
+  test('a feed resumed after a cursor delivers exactly the messages after it', async () => {
+    const label = randomUUID();
+    const sessionId = await newSession({ labels: { feed: label } });
+    const first = reader(client.watchChanges({ includeSnapshot: true, includeProgress: true, labels: { feed: label } }));
+    await first.next(); // the snapshot
+    await first.next(); // its bookmark: the feed is live
+    await client.replaceTodos(sessionId, [{ content: 'one' }]);
+    const one = await first.next();
+    await first.close();
+    await client.replaceTodos(sessionId, [{ content: 'two' }]);
+    const resumed = reader(client.watchChanges({ afterCursor: one.cursor, labels: { feed: label } }));
+    const two = await resumed.next();
+    await resumed.close();
+    assert.deepEqual([two.revision, two.todos[0].content], [one.revision + 1n, 'two']);
+  });
+
+  test('a feed skips PROGRESS unless asked', async () => {
+    const label = randomUUID();
+    const sessionId = await newSession({ labels: { feed: label } });
+    const events = reader(client.watchChanges({ includeSnapshot: true, labels: { feed: label } }));
+    const snapshot = await events.next();
+    await client.replaceTodos(sessionId, [{ content: 'after a quiet while' }]);
+    const change = await events.next();
+    await events.close();
+    assert.deepEqual([snapshot.kind, change.kind], ['snapshot', 'todos_replaced']);
+  });
+});
+
+describe('retry policy', () => {
+  const unavailable = () => new Unavailable(Code.Unavailable, 'down');
+
+  test('only UNAVAILABLE is transient', () => {
+    const codes = [Code.Unavailable, Code.Unknown, Code.Internal, Code.DeadlineExceeded, Code.Aborted, Code.ResourceExhausted];
+    assert.deepEqual(codes.map((code) => isTransient(new ServiceError(code, 'x'))), [true, false, false, false, false, false]);
+  });
+
+  test('delays are full jitter under a doubling cap', () => {
+    const policy = new RetryPolicy({ initialMs: 100, maximumMs: 1000 });
+    assert.deepEqual([0, 1, 2, 3, 4, 5].map((n) => policy.cap(n)), [100, 200, 400, 800, 1000, 1000]);
+    const delays = Array.from({ length: 200 }, () => policy.delay(3));
+    assert.ok(delays.every((delay) => delay >= 0 && delay <= 800));
+    assert.ok(new Set(delays).size > 100, 'delays are spread, not one fixed value');
+  });
+
+  test('a policy that makes no sense is refused', () => {
+    for (const options of [{ attempts: 0 }, { initialMs: 0 }, { initialMs: 2000, maximumMs: 1000 }, { deadlineMs: -1 }]) {
+      assert.throws(() => new RetryPolicy(options), RangeError);
+    }
+  });
+
+  test('a transient failure is retried until it succeeds', async () => {
+    let calls = 0;
+    const result = await new RetryPolicy({ initialMs: 1, maximumMs: 2 }).run(async () => {
+      calls += 1;
+      if (calls < 4) throw unavailable();
+      return 'done';
+    });
+    assert.deepEqual([result, calls], ['done', 4]);
+  });
+
+  test('a permanent failure is thrown at once', async () => {
+    let calls = 0;
+    const failing = async () => {
+      calls += 1;
+      throw new NotFound(Code.NotFound, 'gone');
+    };
+    assert.ok((await rejection(new RetryPolicy({ initialMs: 1 }).run(failing))) instanceof NotFound);
+    assert.equal(calls, 1);
+  });
+
+  test('attempts bound the tries', async () => {
+    let calls = 0;
+    const failing = async () => {
+      calls += 1;
+      throw unavailable();
+    };
+    await rejection(new RetryPolicy({ attempts: 3, initialMs: 1, maximumMs: 1 }).run(failing));
+    assert.equal(calls, 3);
+  });
+
+  test('no try starts after the deadline', async () => {
+    let calls = 0;
+    const failing = async () => {
+      calls += 1;
+      throw unavailable();
+    };
+    await rejection(new RetryPolicy({ attempts: 100, initialMs: 1000, maximumMs: 1000, deadlineMs: 0 }).run(failing));
+    assert.equal(calls, 1);
+  });
+});
+
+describe('security', () => {
+  test('loopback targets are told apart from the rest without resolving names', () => {
+    const loopback = ['127.0.0.1:50051', 'localhost:1', '[::1]:50051', 'dns:///localhost:50051', 'ipv4:127.1.2.3:9', '127.0.0.1'];
+    const remote = ['10.0.0.1:50051', 'example.com:443', '[2001:db8::1]:50051', 'localhost.example.com:1', 'dns:///example.com:50051'];
+    assert.deepEqual(loopback.map(isLoopback), loopback.map(() => true));
+    assert.deepEqual(remote.map(isLoopback), remote.map(() => false));
+  });
+
+  test('a bearer token in plaintext to another machine is refused before connecting', () => {
+    const security = new ChannelSecurity({ token: 'secret-token' });
+    assert.throws(() => TodoClient.connect('10.0.0.1:50051', { security }), /refusing to send a bearer token in plaintext/);
+  });
+
+  test('a bearer token in plaintext to this machine is allowed', () => {
+    const security = new ChannelSecurity({ token: 'secret-token' });
+    TodoClient.connect('127.0.0.1:50051', { security }).close();
+  });
+
+  test('a client certificate without its key is refused', () => {
+    assert.throws(() => new ChannelSecurity({ tls: true, clientCertificate: 'PEM' }), /needs its key/);
+  });
+});
+
+describe('feed position', () => {
+  test('a snapshot cut short asks for a whole new one, announced by a RESET marker', () => {
+    const position = new FeedPosition('', true);
+    position.delivered('snapshot', '');
+    const marker = position.interrupted();
+    assert.deepEqual([marker?.kind, marker?.sessionId], ['reset', '']);
+    assert.deepEqual([position.cursor, position.snapshot], ['', true]);
+  });
+
+  test('after the bookmark a feed resumes from the last cursor without a marker', () => {
+    const position = new FeedPosition('', true);
+    position.delivered('snapshot', '');
+    position.delivered('progress', 'c1');
+    position.delivered('todos_replaced', 'c2');
+    assert.equal(position.interrupted(), undefined);
+    assert.deepEqual([position.cursor, position.snapshot], ['c2', false]);
+  });
+
+  test('a message of an unknown kind still moves the cursor', () => {
+    const position = new FeedPosition('c1', false);
+    position.skipped('c2');
+    assert.equal(position.cursor, 'c2');
+  });
+
+  test('a server-sent RESET is a snapshot until its bookmark', () => {
+    const position = new FeedPosition('c1', false);
+    position.delivered('reset', '');
+    position.delivered('snapshot', '');
+    assert.equal(position.interrupted()?.kind, 'reset');
+  });
+});
+
+describe('keepalive', () => {
+  test('closing a client while a watch is open leaves no keepalive behind', async () => {
+    const keepaliveMs = 200;
+    const closing = TodoClient.connect(required('SESSIONTODO_ADDRESS'), { keepaliveMs });
+    const events = reader(closing.watch(await newSession()));
+    await events.next();
+    closing.close();
+    // A keepalive left armed would ping the destroyed connection within one interval: wait three.
+    await new Promise((resolve) => setTimeout(resolve, 3 * keepaliveMs));
+  });
+});
