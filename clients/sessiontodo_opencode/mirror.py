@@ -68,6 +68,21 @@ _SESSIONS = TypeAdapter(list[Session])
 
 TodoKey = tuple[tuple[str, str, str], ...]
 
+_GONE = frozenset({ChangeKind.SESSION_REMOVED, ChangeKind.SESSION_LEFT_VIEW})
+"""Feed messages after which the session is no longer among the imported ones (left: its label changed)."""
+_WITH_THE_LIST = frozenset(
+    {
+        ChangeKind.SNAPSHOT,
+        ChangeKind.SESSION_CREATED,
+        ChangeKind.SESSION_UPDATED,
+        ChangeKind.TODOS_REPLACED,
+        ChangeKind.TODO_ADDED,
+        ChangeKind.TODO_UPDATED,
+        ChangeKind.TODO_REMOVED,
+    }
+)
+"""Feed messages that carry the session's full list."""
+
 
 def _key(todos: Iterable[Todo]) -> TodoKey:
     return tuple((todo.content, todo.status, todo.priority) for todo in todos)
@@ -167,9 +182,9 @@ class OpenCodeImporter:
             self._held = {}
         elif event.kind is ChangeKind.PROGRESS:
             self._feed_loaded.set()
-        elif event.kind is ChangeKind.SESSION_REMOVED:
+        elif event.kind in _GONE:
             self._held.pop(event.session_id, None)
-        else:
+        elif event.kind in _WITH_THE_LIST:
             self._hold(event.session_id, todos_from_service(event.todos), event.revision)
 
     def _hold(self, session_id: str, todos: Iterable[Todo], revision: int) -> None:

@@ -163,3 +163,16 @@ async def test_an_unchanged_list_sessiontodo_holds_is_not_written_again(client: 
         await eventually(holds(client, "ses_b", "marker"), timeout=BOUND)
 
     assert (await client.get_todos("ses_a")).revision == first
+
+
+async def test_a_session_whose_server_label_another_client_removed_is_no_longer_held(client: TodoClient) -> None:
+    opencode = FakeOpenCode()
+    async with importing(client, opencode) as importer:
+        opencode.frames.put_nowait(CONNECTED)
+        opencode.frames.put_nowait(frame("session.created", sessionID="ses_a", info=session("ses_a")))
+        opencode.write("ses_a", "plan")
+        await eventually(holds(client, "ses_a", "plan"), timeout=BOUND)
+
+        await client.update_session("ses_a", remove_labels=["opencode.server"], origin="board")
+
+        await eventually(lambda: importer.held_revision("ses_a") is None, timeout=BOUND)
