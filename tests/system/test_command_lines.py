@@ -101,8 +101,8 @@ def test_a_wrong_value_from_the_environment_is_the_same_line() -> None:
 def test_a_store_url_without_its_scheme_is_one_line_listing_the_valid_ones() -> None:
     result = run("sessiontodo_server", "--store", "memory", "--port", "0")
     assert only_line(result) == (
-        "sessiontodo-server: unsupported store URL 'memory': use memory://, sqlite:///path.db or redis://host:port/db "
-        "(--store / SESSIONTODO_STORE)"
+        "sessiontodo-server: unsupported store URL 'memory': use memory://, sqlite:///path.db, "
+        "redis://host:port/db or etcd://host:2379,…/prefix (--store / SESSIONTODO_STORE)"
     )
     assert result.returncode == 2
 
