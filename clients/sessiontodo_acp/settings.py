@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sessiontodo_common.command_line import UsageError, fail, parse_settings
+
 if TYPE_CHECKING:
     from sessiontodo_client.retry import RetryPolicy
     from sessiontodo_client.security import ChannelSecurity
@@ -83,8 +85,6 @@ class ProxySettings(BaseSettings):
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
         """Settings from the proxy's own flags (everything before ``--``), the environment and defaults;
         ``--help`` prints the help and a wrong flag or value one line, and both exit (0 and 2)."""
-        from sessiontodo_client.command_line import UsageError, fail, parse_settings
-
         try:
             return parse_settings(
                 cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES

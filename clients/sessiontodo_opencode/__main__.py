@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sessiontodo_client import TodoClient
-from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
 from sessiontodo_opencode.settings import SIDECAR_EXAMPLES, SIDECAR_GROUPS, Settings
 from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
 

@@ -10,7 +10,7 @@ import sys
 import httpx
 
 from sessiontodo_client import TodoClient
-from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
 from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
 

@@ -17,7 +17,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
 from sessiontodo_server.app import ListenError, StartupError, start_server
 from sessiontodo_server.domain.store import StoreInUseError, StoreStartupError
 from sessiontodo_server.event_loop import loop_factory
