@@ -1,8 +1,9 @@
 """How a client reaches a secured sessiontodo server: TLS, a client certificate, a bearer token.
 
 ``ChannelSecurity`` holds the material; ``ServiceConnection`` is the settings block every gateway
-shares (flags and environment: ``--tls``, ``--ca-file``, ``--client-cert``, ``--client-key``,
-``--token``, ``--token-file``). A token travels only over TLS or to a loopback address
+shares (flags and environment: ``--sessiontodo-address``, ``--tls``, ``--ca-file``,
+``--client-cert``, ``--client-key``, ``--token``, ``--token-file``), shown in ``--help`` under
+``CONNECTION_GROUP``. A token travels only over TLS or to a loopback address
 (``localhost``, 127.0.0.0/8, ``[::1]``): anything else is refused before a channel exists, so a
 token never crosses a network in clear text. ``host_allowed`` and ``origin_allowed`` are the other
 side: the checks the HTTP gateways (OpenCode sidecar, MCP) make of a request against DNS rebinding.
@@ -110,8 +111,13 @@ def is_loopback_host(host: str) -> bool:
 
 
 class ServiceConnection(BaseModel):
-    """The gateways' settings for reaching sessiontodo securely (mixed into their ``Settings``)."""
+    """The gateways' settings for reaching sessiontodo, securely (mixed into their ``Settings``)."""
 
+    sessiontodo_address: str = Field(
+        default="127.0.0.1:50051",
+        json_schema_extra={"metavar": "HOST:PORT"},
+        description="host:port of the sessiontodo gRPC server.",
+    )
     tls: bool = Field(
         default=False, description="Connect to sessiontodo with TLS (implied by --ca-file and --client-cert)."
     )
@@ -135,6 +141,10 @@ class ServiceConnection(BaseModel):
             token=self.token,
             token_file=self.token_file,
         )
+
+
+CONNECTION_GROUP = {"connection to sessiontodo": list(ServiceConnection.model_fields)}
+"""The option group every gateway's ``--help`` shows first (``sessiontodo_common.command_line``)."""
 
 
 def host_allowed(host_header: str, allowed_hosts: Sequence[str]) -> bool:

@@ -22,7 +22,6 @@ class Settings(BaseSettings, ServiceConnection):
         env_prefix="SESSIONTODO_WEB_", cli_kebab_case=True, cli_prog_name="sessiontodo-web"
     )
 
-    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     host: str = Field("127.0.0.1", description="Address to serve the board on.")
     port: int = Field(8080, ge=0, le=65535, description="Port to serve the board on; 0 picks a free one.")
     viewer_token: SecretStr | None = Field(

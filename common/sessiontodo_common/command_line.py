@@ -2,7 +2,8 @@
 and mirror, the ACP proxy): help for people, and a wrong flag or value as one line and exit 2.
 
 - Help: options in named groups, real metavars (``FILE``, ``SECONDS``, the choices of a
-  ``Literal``), every flag's environment variable, and examples at the end.
+  ``Literal`` or an enum, or a field's own: ``json_schema_extra={"metavar": "HOST:PORT"}``),
+  every flag's environment variable, and examples at the end.
 - A boolean flag alone means true (``--tls``); ``--tls false`` still works.
 - A wrong flag is ``prog: unknown flag --prot; did you mean --port? (--help lists them)``, a wrong
   value ``prog: --port 'abc': Input should be a valid integer``; both exit with status 2.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import enum
 import inspect
 import re
 import sys
@@ -58,13 +60,20 @@ def fail(prog: str, message: str) -> NoReturn:
     raise SystemExit(USAGE_ERROR)
 
 
-def _metavar(name: str, annotation: Any) -> str | None:
-    """A metavar a person reads: a Literal's choices, FILE for paths, SECONDS for floats, else the name."""
+def _metavar(name: str, field: FieldInfo) -> str:
+    """A metavar a person reads: the field's own, a Literal's or an enum's choices, FILE for paths,
+    SECONDS for floats, else the name."""
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("metavar"), str):
+        return str(extra["metavar"])
+    annotation = field.annotation
     options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(options) == 1:
         annotation = options[0]
     if typing.get_origin(annotation) is typing.Literal:
         return "{" + ",".join(str(choice) for choice in typing.get_args(annotation)) + "}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "{" + ",".join(str(member.value) for member in annotation) + "}"
     if annotation is Path:
         return "FILE"
     if annotation is float:
@@ -98,14 +107,12 @@ def parse_settings(
     usage: str = "[options]",
     groups: Mapping[str, Sequence[str]] = {},
     examples: Sequence[str] = (),
-    metavars: Mapping[str, str] = {},
 ) -> S:
     """Settings from ``args``, the environment and the defaults; ``--help`` prints the help and exits 0.
 
     ``usage`` follows the program's name in the usage line; ``groups`` names the help's option
-    groups (title: field names; the rest go under "options"); ``examples`` end the help;
-    ``metavars`` overrides a field's metavar. Raises ``UsageError`` for a flag or value that cannot
-    be used (``fail`` prints it).
+    groups (title: field names; the rest go under "options"); ``examples`` end the help. Raises
+    ``UsageError`` for a flag or value that cannot be used (``fail`` prints it).
     """
     fields = settings_cls.model_fields
     env_prefix = settings_cls.model_config.get("env_prefix", "")
@@ -124,6 +131,9 @@ def parse_settings(
         field = kwargs.get("dest", "")
         if field in fields:
             shown = str(kwargs.get("help", "")).replace(" (default: null)", "")
+            default = fields[field].default
+            if isinstance(default, enum.Enum):  # pydantic-settings shows the member's name; the flag takes its value
+                shown = shown.replace(f"(default: {default.name})", f"(default: {default.value})")
             kwargs["help"] = " ".join(
                 [shown, *(f"[env {name}]" for name in _env_names(field, fields[field], env_prefix))]
             )
@@ -131,7 +141,7 @@ def parse_settings(
             if annotation is bool:  # --tls alone is true; --tls false still works
                 kwargs.update(nargs="?", const="true", metavar="true|false")
             else:
-                kwargs["metavar"] = metavars.get(field) or _metavar(field, annotation)
+                kwargs["metavar"] = _metavar(field, fields[field])
             title = group_of.get(field)
             if title is not None:
                 if title not in sections:
