@@ -8,11 +8,14 @@ import signal
 import sys
 
 from sessiontodo_client import TodoClient
+from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
 from sessiontodo_opencode.sidecar import ListenError, StartupError
-from sessiontodo_web.settings import Settings
+from sessiontodo_web.settings import EXAMPLES, HELP_GROUPS, Settings
 from sessiontodo_web.web import start_web
 
 log = logging.getLogger("sessiontodo_web")
+
+PROG = "sessiontodo-web"
 
 
 async def serve(settings: Settings) -> None:
@@ -34,21 +37,27 @@ async def serve(settings: Settings) -> None:
         await running.stop()
 
 
-def main() -> None:
-    settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _run(settings: Settings) -> None:
     try:
         asyncio.run(serve(settings))
     except StartupError as error:
         log.critical("%s", error)
         sys.exit(1)
-    except (OSError, ValueError) as error:  # the CA, certificate, key or token files
-        sys.exit(f"sessiontodo-web: {error}")
     except ListenError as error:
-        print(f"sessiontodo-web: {error}; set another with --port / SESSIONTODO_WEB_PORT", file=sys.stderr)
-        sys.exit(2)
+        fail(PROG, f"{error}; set another with --port / SESSIONTODO_WEB_PORT")
+    except (OSError, ValueError) as error:  # the CA, certificate, key or token files
+        fail(PROG, str(error))
+
+
+def main() -> None:
+    try:
+        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
+    except UsageError as error:
+        fail(PROG, str(error))
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
 
 
 if __name__ == "__main__":

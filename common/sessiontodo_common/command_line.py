@@ -167,9 +167,11 @@ def parse_settings(
 def _validation_line(invalid: ValidationError, settings_cls: type[BaseSettings]) -> str:
     """The first problem of a validation error as ``--flag 'value': what is wrong`` (with its env var)."""
     problem = invalid.errors(include_url=False)[0]
-    name = str(problem["loc"][0]) if problem["loc"] else ""
+    if not problem["loc"]:  # a check across fields (a model validator): its message names the flags
+        return str(problem["msg"]).removeprefix("Value error, ")
+    name = str(problem["loc"][0])
     prefix = settings_cls.model_config.get("env_prefix", "")
-    where = f"{_flag(name)} (or {prefix}{name.upper()})" if name else "settings"
+    where = f"{_flag(name)} (or {prefix}{name.upper()})"
     value = problem.get("input")
     shown = f" {value!r}" if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
     return f"{where}{shown}: {problem['msg']}"
