@@ -76,7 +76,10 @@ async def test_a_request_naming_a_foreign_host_is_refused(plain_http: httpx.Asyn
     response = await plain_http.get("/session/ses_1/todo", headers={"host": "rebound.evil.example"})
 
     assert response.status_code == 403
-    assert response.json()["name"] == "Forbidden"
+    assert response.json() == {
+        "name": "Forbidden",
+        "data": {"message": "Host not allowed: 'rebound.evil.example' (see --allowed-hosts)"},
+    }
 
 
 async def test_a_cross_site_text_plain_post_is_refused_and_creates_nothing(
@@ -111,6 +114,7 @@ async def test_basic_auth_is_required_like_opencodes_own_server(guarded: Running
 
     assert [r.status_code for r in (anonymous, wrong, other_user)] == [401, 401, 401]
     assert anonymous.headers["www-authenticate"].startswith("Basic ")
+    assert anonymous.json() == {"name": "Unauthorized", "data": {"message": "Unauthorized"}}
     assert (right.status_code, by_query.status_code) == (200, 200)
 
 
