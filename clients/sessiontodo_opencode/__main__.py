@@ -7,10 +7,7 @@ import logging
 import signal
 import sys
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from sessiontodo_client import TodoClient
+from sessiontodo_client import ServiceError, TodoClient
 from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
 from sessiontodo_opencode.settings import SIDECAR_EXAMPLES, SIDECAR_GROUPS, Settings
 from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
@@ -20,24 +17,20 @@ log = logging.getLogger("sessiontodo_opencode")
 PROG = "sessiontodo-opencode"
 
 
-HEALTH_CHECK_TIMEOUT = 5.0
-
-
-async def check_sessiontodo(address: str) -> None:
-    """Say at start-up when sessiontodo does not answer, rather than with 503s later."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        request = health_pb2.HealthCheckRequest(service="sessiontodo.v1.TodoService")
-        try:
-            response = await health_pb2_grpc.HealthStub(channel).Check(request, timeout=HEALTH_CHECK_TIMEOUT)
-        except grpc.aio.AioRpcError as error:
-            log.error(
-                "sessiontodo at %s is unreachable (%s): requests fail with 503 until it answers"
-                " (--sessiontodo-address / SESSIONTODO_OPENCODE_SESSIONTODO_ADDRESS)",
-                address,
-                error.code().name,
-            )
-            return
-    if response.status != health_pb2.HealthCheckResponse.SERVING:
+async def check_sessiontodo(client: TodoClient, address: str) -> None:
+    """Say at start-up when sessiontodo does not answer, rather than with 503s later. Asked over the
+    sidecar's own channel, so with the TLS and token its calls use."""
+    try:
+        serving = await client.serving()
+    except ServiceError as error:
+        log.error(
+            "sessiontodo at %s is unreachable (%s): requests fail with 503 until it answers"
+            " (--sessiontodo-address / SESSIONTODO_OPENCODE_SESSIONTODO_ADDRESS)",
+            address,
+            error.code.name,
+        )
+        return
+    if not serving:
         log.warning("sessiontodo at %s is not serving yet", address)
 
 
@@ -50,7 +43,7 @@ async def serve(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await check_sessiontodo(settings.sessiontodo_address)  # a signal meanwhile stops right after it
+        await check_sessiontodo(client, settings.sessiontodo_address)  # a signal meanwhile stops right after it
         await stop.wait()
         await running.stop()
 
