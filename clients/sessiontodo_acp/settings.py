@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessiontodo_common.command_line import UsageError, fail, parse_settings
+from sessiontodo_common.command_line import parse_settings
 
 if TYPE_CHECKING:
     from sessiontodo_client.retry import RetryPolicy
@@ -85,12 +85,9 @@ class ProxySettings(BaseSettings):
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
         """Settings from the proxy's own flags (everything before ``--``), the environment and defaults;
         ``--help`` prints the help and a wrong flag or value one line, and both exit (0 and 2)."""
-        try:
-            return parse_settings(
-                cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES
-            )
-        except UsageError as error:
-            fail(PROG, str(error))
+        return parse_settings(
+            cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES
+        )
 
     def channel_security(self) -> ChannelSecurity:
         """TLS material and token for sessiontodo, read from their files (``OSError``/``ValueError`` if unusable)."""

@@ -9,7 +9,7 @@ import sys
 from mcp.server.stdio import stdio_server
 
 from sessiontodo_client import ChannelSecurity, TodoClient
-from sessiontodo_common.command_line import UsageError, fail, parse_settings
+from sessiontodo_common.command_line import fail, parse_settings
 from sessiontodo_mcp.http import PATH, http_app, serve_http
 from sessiontodo_mcp.server import build_server
 from sessiontodo_mcp.settings import EXAMPLES, HELP_GROUPS, Settings, Transport
@@ -36,10 +36,7 @@ async def serve(settings: Settings, security: ChannelSecurity, token: str | None
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
-    except UsageError as error:
-        fail(PROG, str(error))
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
     if refusal := settings.refusal():
         fail(PROG, refusal)
     logging.basicConfig(

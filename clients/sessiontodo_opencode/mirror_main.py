@@ -10,7 +10,7 @@ import sys
 import httpx
 
 from sessiontodo_client import TodoClient
-from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, parse_settings, run_command
 from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
 
@@ -45,12 +45,7 @@ def _run(settings: MirrorSettings) -> None:
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(
-            MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES
-        )
-    except UsageError as error:
-        fail(PROG, str(error))
+    settings = parse_settings(MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES)
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

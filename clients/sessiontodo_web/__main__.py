@@ -8,7 +8,7 @@ import signal
 import sys
 
 from sessiontodo_client import TodoClient
-from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, parse_settings, run_command
 from sessiontodo_opencode.sidecar import ListenError, StartupError
 from sessiontodo_web.settings import EXAMPLES, HELP_GROUPS, Settings
 from sessiontodo_web.web import start_web
@@ -50,10 +50,7 @@ def _run(settings: Settings) -> None:
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
-    except UsageError as error:
-        fail(PROG, str(error))
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -33,15 +33,15 @@ USAGE_ERROR = 2
 """The exit status of a command line that cannot be used, as argparse and click use."""
 
 
-class UsageError(Exception):
+class _UsageError(Exception):
     """A flag or value the command cannot use; ``str()`` is the one line to print after the program's name."""
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, raising ``UsageError`` instead of printing the usage and exiting."""
+    """argparse, raising ``_UsageError`` instead of printing the usage and exiting."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(self._one_line(message))
+        raise _UsageError(self._one_line(message))
 
     def _one_line(self, message: str) -> str:
         unknown = re.match(r"unrecognized arguments: (.*)", message)
@@ -108,11 +108,11 @@ def parse_settings(
     groups: Mapping[str, Sequence[str]] = {},
     examples: Sequence[str] = (),
 ) -> S:
-    """Settings from ``args``, the environment and the defaults; ``--help`` prints the help and exits 0.
+    """Settings from ``args``, the environment and the defaults. ``--help`` prints the help and exits 0;
+    a flag or value that cannot be used is one line on stderr (``fail``) and exit 2.
 
     ``usage`` follows the program's name in the usage line; ``groups`` names the help's option
-    groups (title: field names; the rest go under "options"); ``examples`` end the help. Raises
-    ``UsageError`` for a flag or value that cannot be used (``fail`` prints it).
+    groups (title: field names; the rest go under "options"); ``examples`` end the help.
     """
     fields = settings_cls.model_fields
     env_prefix = settings_cls.model_config.get("env_prefix", "")
@@ -160,8 +160,10 @@ def parse_settings(
     )
     try:
         return settings_cls(_cli_settings_source=source(args=list(args)))
+    except _UsageError as error:
+        fail(prog, str(error))
     except ValidationError as invalid:
-        raise UsageError(_validation_line(invalid, settings_cls)) from None
+        fail(prog, _validation_line(invalid, settings_cls))
 
 
 def _validation_line(invalid: ValidationError, settings_cls: type[BaseSettings]) -> str:

@@ -17,7 +17,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sessiontodo_common.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, parse_settings, run_command
 from sessiontodo_server.app import ListenError, StartupError, start_server
 from sessiontodo_server.domain.store import StoreInUseError, StoreStartupError
 from sessiontodo_server.event_loop import loop_factory
@@ -97,10 +97,7 @@ def _run(settings: Settings) -> None:
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=HELP_EXAMPLES)
-    except UsageError as error:
-        fail(PROG, str(error))
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=HELP_EXAMPLES)
     configure_logging(settings.log_level, settings.log_format)
     run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
 
