@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 from sessiontodo_client import ServiceError, TodoClient
 from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.settings import SIDECAR_EXAMPLES, SIDECAR_GROUPS, Settings
 from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
 
@@ -39,10 +39,7 @@ async def serve(settings: Settings) -> None:
     async with TodoClient.connect(settings.sessiontodo_address, security=security) as client:
         running = await start_sidecar(settings, client)
         log.info("serving OpenCode on %s for sessiontodo at %s", running.url, settings.sessiontodo_address)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_requested()
         await check_sessiontodo(client, settings.sessiontodo_address)  # a signal meanwhile stops right after it
         await stop.wait()
         await running.stop()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 import httpx
 
 from sessiontodo_client import TodoClient
 from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
 
@@ -28,10 +28,7 @@ async def serve(settings: MirrorSettings) -> None:
     ):
         log.info("mirroring OpenCode at %s into sessiontodo at %s", settings.opencode, settings.sessiontodo_address)
         mirroring = asyncio.create_task(OpenCodeImporter(client, http).run())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_requested()
         await stop.wait()
         mirroring.cancel()
         await asyncio.gather(mirroring, return_exceptions=True)

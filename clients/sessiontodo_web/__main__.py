@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 from sessiontodo_client import TodoClient
 from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.sidecar import ListenError, StartupError
 from sessiontodo_web.settings import EXAMPLES, HELP_GROUPS, Settings
 from sessiontodo_web.web import start_web
@@ -29,10 +29,7 @@ async def serve(settings: Settings) -> None:
             )
         else:
             log.info("sign in at %s with the viewer token", running.sign_in_url)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_requested()
         await stop.wait()
         await running.stop()
 

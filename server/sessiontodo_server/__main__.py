@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_server.app import ListenError, StartupError, start_server
 from sessiontodo_server.domain.store import StoreInUseError, StoreStartupError
 from sessiontodo_server.event_loop import loop_factory
@@ -45,11 +46,8 @@ def settle_garbage_collector() -> None:
 async def serve(settings: Settings) -> None:
     running = await start_server(settings)
     settle_garbage_collector()  # once the store is loaded: its sessions live as long as the process
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, running.reload)
+    stop = stop_requested()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, running.reload)
     await stop.wait()
     await running.stop()
 
