@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 import grpc
 from pydantic import BaseModel, Field, SecretStr
 
+from sessiontodo_common.addresses import is_loopback_host
+
 
 @dataclass(frozen=True)
 class ChannelSecurity:
@@ -98,16 +100,6 @@ def is_loopback(target: str) -> bool:
         host, colon, port = address.rpartition(":")
         host = host if colon and port.isdigit() else address
     return is_loopback_host(host)
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether a host (``localhost``, an IP address, ``[v6]``) is this machine, never resolving a name."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve to anything
 
 
 class ServiceConnection(BaseModel):

@@ -8,7 +8,8 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
-from sessiontodo_client.security import CONNECTION_GROUP, is_loopback_host
+from sessiontodo_client.security import CONNECTION_GROUP
+from sessiontodo_common.addresses import is_loopback_host
 
 
 class Settings(BaseSettings, ServiceConnection):
