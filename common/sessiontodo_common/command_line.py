@@ -112,7 +112,8 @@ def parse_settings(
     a flag or value that cannot be used is one line on stderr (``fail``) and exit 2.
 
     ``usage`` follows the program's name in the usage line; ``groups`` names the help's option
-    groups (title: field names; the rest go under "options"); ``examples`` end the help.
+    groups (title: field names, in the order shown; the rest go under "options"); ``examples`` end
+    the help.
     """
     fields = settings_cls.model_fields
     env_prefix = settings_cls.model_config.get("env_prefix", "")
@@ -158,6 +159,8 @@ def parse_settings(
         add_argument_method=add_argument,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    for title, section in sections.items():  # a group shows its flags in the order it lists them
+        section._group_actions.sort(key=lambda action: list(groups[title]).index(action.dest))
     try:
         return settings_cls(_cli_settings_source=source(args=list(args)))
     except _UsageError as error:
