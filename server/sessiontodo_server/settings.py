@@ -214,7 +214,15 @@ def redact_url(url: str) -> str:
 
 HELP_GROUPS = {
     "listening": ["host", "port", "reuse_port", "reflection", "event_loop", "shutdown_grace"],
-    "data": ["store", "durability", "history_limit", "feed_history", "default_idle_ttl", "expiry_interval"],
+    "data": [
+        "store",
+        "durability",
+        "redis_wait_replicas",
+        "history_limit",
+        "feed_history",
+        "default_idle_ttl",
+        "expiry_interval",
+    ],
     "security": ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "insecure"],
     "logs, metrics and traces": ["log_level", "log_format", "log_requests", "metrics_port", "metrics_host", "tracing"],
     "watches": ["watch_buffer", "progress_interval"],
