@@ -7,7 +7,7 @@ import logging
 import sys
 
 from sessiontodo_client import ServiceError, TodoClient
-from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, log_to_stderr, parse_settings, run_command
 from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.settings import SIDECAR_EXAMPLES, SIDECAR_GROUPS, Settings
 from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
@@ -63,10 +63,8 @@ def _run(settings: Settings) -> None:
 
 def main() -> None:
     settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=SIDECAR_GROUPS, examples=SIDECAR_EXAMPLES)
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
+    log_to_stderr(settings.log_level)
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import sys
 import httpx
 
 from sessiontodo_client import TodoClient
-from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, log_to_stderr, parse_settings, run_command
 from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
@@ -43,11 +43,9 @@ def _run(settings: MirrorSettings) -> None:
 
 def main() -> None:
     settings = parse_settings(MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES)
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_to_stderr(settings.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":

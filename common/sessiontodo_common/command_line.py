@@ -1,5 +1,6 @@
 """One standard for the command lines built on pydantic-settings (the server, the OpenCode sidecar
-and mirror, the ACP proxy): help for people, and a wrong flag or value as one line and exit 2.
+and mirror, the MCP server, the web board, the ACP proxy): help for people, and a wrong flag or
+value as one line and exit 2.
 
 - Help: options in named groups, real metavars (``FILE``, ``SECONDS``, the choices of a
   ``Literal`` or an enum, or a field's own: ``json_schema_extra={"metavar": "HOST:PORT"}``),
@@ -7,6 +8,8 @@ and mirror, the ACP proxy): help for people, and a wrong flag or value as one li
 - A boolean flag alone means true (``--tls``); ``--tls false`` still works.
 - A wrong flag is ``prog: unknown flag --prot; did you mean --port? (--help lists them)``, a wrong
   value ``prog: --port 'abc': Input should be a valid integer``; both exit with status 2.
+- Logs go to stderr (``log_to_stderr``); an unexpected failure is one line and exit 1, its
+  traceback only under ``--log-level debug`` (``run_command``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import difflib
 import enum
 import inspect
+import logging
 import re
 import sys
 import types
@@ -182,15 +186,22 @@ def _validation_line(invalid: ValidationError, settings_cls: type[BaseSettings])
     return f"{where}{shown}: {problem['msg']}"
 
 
-def run_command(prog: str, main: Callable[[], None], *, debug: Callable[[], bool]) -> None:
+def log_to_stderr(level: str) -> None:
+    """Log records of ``level`` and above to stderr, one timestamped line each (stdout is the program's output)."""
+    logging.basicConfig(
+        stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def run_command(prog: str, main: Callable[[], None], *, log_level: str) -> None:
     """Run ``main``; an unexpected failure is one line on stderr and exit 1, with its traceback only
-    when ``debug()`` (``--log-level debug``) says so."""
+    under ``--log-level debug``."""
     try:
         main()
     except (SystemExit, KeyboardInterrupt):
         raise
     except Exception as error:
-        if debug():
+        if log_level.upper() == "DEBUG":
             raise
         print(f"{prog}: {error} (--log-level debug shows where)", file=sys.stderr)
         raise SystemExit(1) from None

@@ -97,7 +97,7 @@ def _run(settings: Settings) -> None:
 def main() -> None:
     settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=HELP_EXAMPLES)
     configure_logging(settings.log_level, settings.log_format)
-    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":
