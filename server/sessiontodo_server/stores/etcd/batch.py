@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
-from sessiontodo_server.domain.batch import Create, Operation, Remove
+from sessiontodo_server.domain.batch import Create, Operation, Remove, Write
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded
 from sessiontodo_server.domain.tenancy import tenant_of
 from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, is_global_list
 from sessiontodo_server.stores.etcd import txns
-from sessiontodo_server.stores.etcd.cache import Version
+from sessiontodo_server.stores.etcd.cache import SessionCache, Version
 from sessiontodo_server.stores.etcd.client import EtcdClient
 from sessiontodo_server.stores.etcd.events import CHANGES_PER_REVISION, cursor
 from sessiontodo_server.stores.etcd.keys import REQUEST_HEADROOM, EtcdLocation, Keys, range_end
@@ -66,6 +66,25 @@ class BatchReads:
     """The same, for each tenant the batch may create or remove sessions of."""
     remembered: bytes | None = None
     """The outcomes remembered under the batch's request id."""
+    fresh: bool = True
+    """Read from etcd now (else from the replica's cache: refusals and no-ops are decided on fresh reads only)."""
+
+    @property
+    def sessions_only(self) -> bool:
+        """Whether the batch needs nothing but its sessions' versions (it creates and removes none)."""
+        return not self.marks and not self.children
+
+    def refreshed(self, failed: pb.TxnResponse, request_key: bytes) -> BatchReads | None:
+        """After a Txn (``batch_txn``'s) failed its compares: its sessions as its failure branch
+        read them, when they are all the batch needs (else None: read again)."""
+        if not self.sessions_only:
+            return None
+        found = iter(failed.responses[1:] if request_key else failed.responses)
+        versions: dict[str, Version | None] = {}
+        for session_id in self.versions:
+            kvs = next(found).response_range.kvs
+            versions[session_id] = Version(kvs[0].mod_revision, decode_record(kvs[0].value)) if kvs else None
+        return BatchReads(failed.header.revision, versions)
 
 
 async def read_batch(
@@ -134,6 +153,19 @@ async def _ranges(
     return found
 
 
+def cached_reads(cache: SessionCache, operations: Sequence[Operation]) -> BatchReads | None:
+    """What a batch that only writes sessions this replica has cached is planned on first, as a
+    single write is (a stale version costs one failed compare); None for any other batch."""
+    if not all(isinstance(op, Write) for op in operations):
+        return None
+    versions: dict[str, Version | None] = {}
+    for session_id in dict.fromkeys(op.session_id for op in operations):
+        if (version := cache.get(session_id)) is None:
+            return None
+        versions[session_id] = version
+    return BatchReads(versions=versions, fresh=False)
+
+
 def plan_batch(reads: BatchReads, operations: Sequence[Operation], *, now: float, limits: Limits) -> BatchPlan:
     """``operations`` planned on ``reads``; a failing one raises its error naming its index."""
     records = {
@@ -185,7 +217,8 @@ def batch_txn(
     location: EtcdLocation,
 ) -> BatchTxn:
     """The Txn applying ``plan`` if what it was planned on still holds; with a ``request_key``,
-    remembering ``remembered`` under it on ``lease`` (its failure answers what is remembered)."""
+    remembering ``remembered`` under it on ``lease``. Its failure answers what is remembered, and
+    the sessions as they are now when that is all the batch needs (``BatchReads.refreshed``)."""
     changes = _changes(reads, plan, token, origin)
     if len(changes) > CHANGES_PER_REVISION:
         why = f"the batch makes {len(changes)} changes; one etcd Txn numbers at most {CHANGES_PER_REVISION}"
@@ -216,9 +249,11 @@ def batch_txn(
         compare.append(txns.absent(request_key))
         success.append(pb.RequestOp(request_put=pb.PutRequest(key=request_key, value=remembered.encode(), lease=lease)))
         failure.append(txns.get(request_key))
+    if reads.sessions_only:
+        failure += [txns.get(keys.session(session_id)) for session_id in reads.versions]
     if changes:
         success.append(txns.put(keys.batch, encode_batch(token, origin, changes)))
-    needed = max(len(compare), len(success))
+    needed = max(len(compare), len(success), len(failure))
     if needed > location.max_txn_ops:
         why = (
             f"the batch needs {needed} operations in one etcd Txn, more than the store's max_txn_ops"

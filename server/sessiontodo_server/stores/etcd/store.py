@@ -62,7 +62,7 @@ from sessiontodo_server.domain.todos import (
 )
 from sessiontodo_server.stores.codec import remembered_batch, replayed_batch
 from sessiontodo_server.stores.etcd import deadlines, txns
-from sessiontodo_server.stores.etcd.batch import batch_txn, plan_batch, read_batch
+from sessiontodo_server.stores.etcd.batch import batch_txn, cached_reads, plan_batch, read_batch
 from sessiontodo_server.stores.etcd.cache import SessionCache, Version
 from sessiontodo_server.stores.etcd.client import EtcdClient, unavailable
 from sessiontodo_server.stores.etcd.deadlines import Deadlines
@@ -524,15 +524,28 @@ class EtcdStore:
         limits: Limits,
         token: str,
     ) -> BatchWritten:
+        """``write_batch`` on cached versions first (``cached_reads``), refusals and no-ops only from
+        versions read now; after a lost compare, on the versions the failed Txn read."""
         request_key = self._keys.batch_request(request_id) if request_id else b""
+        reads = cached_reads(self._cache, operations)
         for _ in range(BATCH_ATTEMPTS):
-            reads = await read_batch(self._client, self._keys, operations, request_key, self._location.max_txn_ops)
+            if reads is None:
+                reads = await read_batch(self._client, self._keys, operations, request_key, self._location.max_txn_ops)
             if reads.remembered is not None:
                 return replayed_batch(reads.remembered, request_id, fingerprint)
-            plan = plan_batch(reads, operations, now=now, limits=limits)
+            try:
+                plan = plan_batch(reads, operations, now=now, limits=limits)
+            except TodoError:
+                if reads.fresh:
+                    raise
+                reads = None
+                continue
             outcomes = tuple(plan.outcomes)
             if not plan.steps and not request_id:
-                return BatchWritten(outcomes)  # nothing to write: answered from what was read now
+                if reads.fresh:
+                    return BatchWritten(outcomes)  # nothing to write: answered from what was read now
+                reads = None
+                continue
             txn = batch_txn(
                 self._keys,
                 reads,
@@ -561,6 +574,7 @@ class EtcdStore:
                 return BatchWritten(outcomes, txn.committed(revision))
             if request_id and (remembered := response.responses[0].response_range.kvs):
                 return replayed_batch(remembered[0].value, request_id, fingerprint)
+            reads = reads.refreshed(response, request_key)
         raise Unavailable("the batch kept meeting other writes to its sessions; retry")
 
     async def _request_lease(self) -> int:
