@@ -17,7 +17,7 @@ from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos, UpdateTod
 from sessiontodo_server.domain.store import REQUEST_RETENTION_SECONDS
 from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
-from sessiontodo_server.stores.etcd import store as etcd_store
+from sessiontodo_server.stores.etcd.client import EtcdClient
 from sessiontodo_server.stores.etcd.events import revision_of
 from tests.support import eventually
 from tests.support.etcd_cluster import EtcdCluster
@@ -61,33 +61,34 @@ def _summary(changes: Sequence[Change]) -> list[tuple[str, ChangeKind, int, tupl
 
 
 def _raced_by(racer: EtcdStore, monkeypatch: pytest.MonkeyPatch) -> list[Change]:
-    """The next batch's first read is followed by ``racer`` replacing session ``a``'s list, before
-    the batch's Txn is sent: the write another replica commits while a batch is under way."""
+    """Just before the next batch's Txn is sent, ``racer`` replaces session ``a``'s list: the write
+    another replica commits while a batch is under way."""
     raced: list[Change] = []
-    read = etcd_store.read_batch
+    send = EtcdClient.txn
 
-    async def read_then_race(*args: Any, **kwargs: Any) -> Any:
-        reads = await read(*args, **kwargs)
-        if not raced:
+    async def race_then_send(client: EtcdClient, request: pb.TxnRequest, *, writes: bool = True) -> pb.TxnResponse:
+        if not raced and any(op.request_put.key == b"sessiontodo/batch" for op in request.success):
             raced.append(await _replace(racer, "a", "racer"))
-        return reads
+        return await send(client, request, writes=writes)
 
-    monkeypatch.setattr(etcd_store, "read_batch", read_then_race)
+    monkeypatch.setattr(EtcdClient, "txn", race_then_send)
     return raced
 
 
+@pytest.mark.parametrize("creating", [False, True], ids=["writes only", "creating a session too"])
 async def test_a_batch_raced_by_another_replica_is_applied_whole_on_top_of_that_write(
-    open_replica: OpenReplica, monkeypatch: pytest.MonkeyPatch
+    open_replica: OpenReplica, monkeypatch: pytest.MonkeyPatch, creating: bool
 ) -> None:
     batcher, racer = await open_replica(), await open_replica()
     await _batch(batcher, Create("a", SessionInfo()), Create("b", SessionInfo()))
     raced = _raced_by(racer, monkeypatch)
+    creation = [Create("c", SessionInfo())] if creating else []
 
-    written = await _batch(batcher, _add("a", "mine"), _add("b", "mine too"))
+    written = await _batch(batcher, *creation, _add("a", "mine"), _add("b", "mine too"))
 
     assert await _contents(batcher, "a") == ["racer", "mine"]
     assert await _contents(batcher, "b") == ["mine too"]
-    assert [outcome.revision for outcome in written.outcomes] == [raced[0].revision + 1, 1]
+    assert [outcome.revision for outcome in written.outcomes[-2:]] == [raced[0].revision + 1, 1]
 
 
 async def test_a_batch_whose_expected_revision_a_racing_replica_moved_fails_whole(
