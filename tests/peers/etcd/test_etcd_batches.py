@@ -220,6 +220,19 @@ async def test_a_batch_request_id_is_honoured_through_another_replica(open_repli
     assert await _contents(second, "s") == ["once"]
 
 
+async def test_a_retried_batch_of_writes_to_cached_sessions_returns_the_first_outcomes(
+    open_replica: OpenReplica,
+) -> None:
+    store = await open_replica()
+    await _batch(store, Create("s", SessionInfo()))
+    first = await _batch(store, _add("s", "once"), request_id="\nr1", fingerprint="f")
+
+    again = await _batch(store, _add("s", "once"), request_id="\nr1", fingerprint="f")
+
+    assert again == BatchWritten(first.outcomes)
+    assert await _contents(store, "s") == ["once"]
+
+
 def _remembered_lease(etcd: EtcdCluster, request_id: str) -> pb.LeaseTimeToLiveResponse:
     def read(channel: Any) -> pb.LeaseTimeToLiveResponse:
         found = pb_grpc.KVStub(channel).Range(pb.RangeRequest(key=f"sessiontodo/b/{request_id}".encode()))
