@@ -335,11 +335,11 @@ class OpenCodeImporter:
                 await batches.add(self._sync_of(session, todos, mirrored.get(session.id)))
         await batches.flush()
         log.info(
-            "resynced %d OpenCode sessions from %s: %d writes in %d batches, %d sessions by single calls",
+            "resynced %d OpenCode sessions from %s (batches: %d, writes in them: %d, sessions by single calls: %d)",
             len(listed),
             self._server,
-            batches.batched_writes,
             batches.batches,
+            batches.batched_writes,
             batches.unbatched,
         )
 
