@@ -8,9 +8,12 @@ empty. ``BatchWriter`` packs units, in order, into batches under the server's li
 itself (``writeIndex``), so the units before it are sent again as a batch, the refused unit is
 handed to the unary fallback (which skips what cannot be written, as every unary write of the
 mirror does), and the units after it go on in the next batch: every write is applied once or
-refused once, never lost and never applied twice. A server that does not take batches
-(UNIMPLEMENTED: an older server, or the etcd store's UNSUPPORTED_BY_STORE) gets every unit by
-unary calls, for as long as the ``BatchWriter`` lives (one resync).
+refused once, never lost and never applied twice. A batch refused as a whole (an error naming no
+write: too large, a deadline passed) has its units written by unary calls, which write whole
+lists and find existing sessions, so a repeat of what it may have applied duplicates nothing. A
+server that does not take batches (UNIMPLEMENTED: an older server, or the etcd store's
+UNSUPPORTED_BY_STORE) gets every unit by unary calls, for as long as the ``BatchWriter`` lives
+(one resync). UNAVAILABLE goes up: the mirror reconnects and resyncs.
 """
 
 from __future__ import annotations
