@@ -3,7 +3,10 @@
 The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connect``.
 Calls whose repetition is harmless are retried while the service is UNAVAILABLE, by the
 client's ``RetryPolicy`` (``sessiontodo_client.retry``: full jitter, attempts, a deadline);
-``add_todo`` sends a request id so that its retry can never add twice.
+``add_todo`` sends a request id so that its retry can never add twice. Updates are retried with
+or without ``expected_revision``: a conditional repeat applies only while nothing was written
+since, so it never writes over a later change (the repeat of one that was applied, its reply
+lost, raises ``Aborted``).
 ``replace_todos`` and ``remove_todo`` are not retried (UNAVAILABLE may come after the write
 was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
 the id when the caller gives none, so its retry can never create two sessions. ``watch`` and
