@@ -12,9 +12,10 @@ lists and the ones mirrored before are read again (``GET /session/{id}`` and
 ``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing. What differs
 from what sessiontodo holds is written in ``BatchWrite`` calls (``sessiontodo_opencode.batches``),
 up to 1000 writes a call, a session created together with its list so it is never seen empty;
-by single calls where a batch cannot carry it. OpenCode's ``todo.updated`` cannot be replayed, and a connection it accepts while starting up may never be
-answered: a (re)connection that does not deliver ``server.connected`` within
-``connected_deadline`` is given up and made again, so the resync comes within seconds.
+by single calls where a batch cannot carry it. OpenCode's ``todo.updated`` cannot be replayed,
+and a connection it accepts while starting up may never be answered: a (re)connection that does
+not deliver ``server.connected`` within ``connected_deadline`` is given up and made again, so
+the resync comes within seconds.
 
 A list equal to what sessiontodo holds is not written again. What sessiontodo holds is followed
 on its feed (``WatchChanges`` of the imported sessions): a change another client made there is
