@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sessiontodo_client import TodoClient
+from sessiontodo_client import Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode.fake_opencode import CONNECTED, FakeOpenCode, holds, importing
 from tests.peers.opencode.opencode_support import todos
@@ -123,6 +123,21 @@ async def test_a_list_sessiontodo_refuses_is_skipped_and_the_rest_of_its_batch_i
 
         assert await lists_of(client, list(opencode.lists)) == expected_lists(opencode) | {"ses_002": []}
     assert importer.skipped == 1
+
+
+async def test_a_session_sessiontodo_held_without_the_servers_label_is_labelled_and_gets_its_list(
+    client: TodoClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    opencode = full_opencode(3)
+    opencode.lists["ses_001"] = []  # the batch assumes a session it creates is empty: here it is not
+    await client.create_session("ses_001", origin="elsewhere")
+    await client.replace_todos("ses_001", [Todo(content="written elsewhere")], origin="elsewhere")
+    async with importing(client, opencode):
+        opencode.frames.put_nowait(CONNECTED)
+        await eventually(lambda: "resynced" in caplog.text, timeout=BOUND)
+
+    assert (await client.get_session("ses_001")).labels.get("opencode.server") == "http://opencode.test"
+    assert (await client.get_todos("ses_001")).todos == []
 
 
 @pytest.mark.etcd
