@@ -72,6 +72,9 @@ FEED_WAIT = 10.0
 """Seconds a resync waits for sessiontodo's feed to say what it holds; past that, lists are written anyway."""
 MAX_TITLE = 1024
 """Characters of a title kept in its label (far below the service's label limit)."""
+LISTED_PER_DIRECTORY = 1000
+"""Sessions a resync asks OpenCode to list per directory (``limit``), most recently updated first:
+OpenCode lists 100 unless told, and some of its versions refuse more than 1000."""
 
 _TODOS = TypeAdapter(list[Todo])
 _SESSIONS = TypeAdapter(list[Session])
@@ -314,7 +317,7 @@ class OpenCodeImporter:
         directories = {session.labels.get(DIRECTORY, "") for session in mirrored.values()} | await self._directories()
         listed: dict[str, Session] = {}
         for directory in sorted(filter(None, directories)):
-            response = await self._http.get("/session", params=_directory(directory))
+            response = await self._http.get("/session", params=_directory(directory) | {"limit": LISTED_PER_DIRECTORY})
             response.raise_for_status()
             listed |= {session.id: session for session in _SESSIONS.validate_json(response.content)}
         batches = BatchWriter[_SessionSync](

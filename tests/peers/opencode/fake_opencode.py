@@ -18,6 +18,8 @@ from tests.peers.opencode.opencode_support import todos
 SILENT = 3600.0
 """A silence timeout no test reaches: only the connected deadline may end a stream."""
 FAST = RetryPolicy(initial=0.01, maximum=0.05)
+LISTED_BY_DEFAULT = 100
+"""Sessions OpenCode's ``GET /session`` lists without a ``limit``."""
 CONNECTED = b'data: {"payload":{"id":"evt_0","type":"server.connected","properties":{}}}\n\n'
 
 
@@ -62,8 +64,9 @@ class FakeOpenCode:
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=self._stream())
         if path == "/path":
             return httpx.Response(200, json={"directory": "/proj"})
-        if path == "/session":
-            return httpx.Response(200, json=[self.session(session_id) for session_id in self.lists])
+        if path == "/session":  # as OpenCode: 100 sessions unless a limit is given
+            listed = list(self.lists)[: int(request.url.params.get("limit", LISTED_BY_DEFAULT))]
+            return httpx.Response(200, json=[self.session(session_id) for session_id in listed])
         session_id = path.split("/")[2] if path.startswith("/session/") else ""
         if path == f"/session/{session_id}/todo" and session_id in self.lists:
             return httpx.Response(200, json=self.lists[session_id])

@@ -3,7 +3,8 @@
 Several sessions in two directories get lists from the model's ``todowrite`` calls, one is
 deleted, OpenCode restarts while changes are made that the mirror cannot see live; every list
 arrives in sessiontodo, on WatchTodos and on the feed, in order, and nothing is lost. Sessions
-OpenCode held before the mirror started arrive by its first resync, in one ``BatchWrite``.
+OpenCode held before the mirror started, more than it lists by default, arrive by its first
+resync, in one ``BatchWrite``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.process]
 def plan(*contents: str, status: str = "pending") -> list[dict[str, str]]:
     return [{"content": content, "status": status, "priority": "high"} for content in contents]
 
+
+MORE_THAN_LISTED_BY_DEFAULT = 110
+"""Sessions beyond the 100 that OpenCode's ``GET /session`` lists unless given a ``limit``."""
 
 A1, A2, A3 = plan("a: read the code"), plan("a: read the code", "a: fix it"), plan("a: ship", status="blocked")
 B1, C1, D1 = plan("b: only list"), plan("c: other directory"), plan("d: after the restart")
@@ -177,6 +181,7 @@ async def test_the_sessions_opencode_held_before_the_mirror_started_arrive_in_on
         for name, directory in (("a", opencode.home.project), ("b", other), ("c", opencode.home.project)):
             response = await http.post("/session", json={}, params={"directory": str(directory)})
             sessions[name] = response.json()["id"]
+        empty = [(await http.post("/session", json={})).json()["id"] for _ in range(MORE_THAN_LISTED_BY_DEFAULT)]
         await opencode.write_todos(sessions["a"], A2)
         await opencode.write_todos(sessions["b"], C1, other)
     mirror = MirrorProcess(opencode.url, server.address, tmp_path / "mirror.log")
@@ -188,5 +193,7 @@ async def test_the_sessions_opencode_held_before_the_mirror_started_arrive_in_on
 
     async with TodoClient.connect(server.address) as client:
         held = {name: await contents_in_sessiontodo(client, session_id) for name, session_id in sessions.items()}
+        mirrored = {session.session_id for session in await client.list_sessions()}
     assert held == {"a": A2, "b": C1, "c": []}
+    assert mirrored == {*sessions.values(), *empty}
     assert write_calls(server) == {"BatchWrite": 1}
