@@ -11,8 +11,9 @@ mirror does), and the units after it go on in the next batch: every write is app
 refused once, never lost and never applied twice. A batch refused as a whole (an error naming no
 write: too large, a deadline passed) has its units written by unary calls, which write whole
 lists and find existing sessions, so a repeat of what it may have applied duplicates nothing. A
-server that does not take batches (UNIMPLEMENTED: a server older than 0.3) gets every unit by unary calls, for as long as the ``BatchWriter`` lives
-(one resync). UNAVAILABLE goes up: the mirror reconnects and resyncs.
+server that does not take batches (UNIMPLEMENTED: a server older than 0.3) gets every unit by
+unary calls, for as long as the ``BatchWriter`` lives (one resync). UNAVAILABLE goes up: the
+mirror reconnects and resyncs.
 """
 
 from __future__ import annotations
