@@ -14,7 +14,11 @@ servers pinned to the server CPUs, in interleaved rounds (medians):
 - ``writers`` concurrent writers, each on a key or session of its own, for ``seconds``: writes/s,
   and the etcd members' CPU per write (``/proc/<pid>/stat``);
 - write to a watcher on another connection, p50: a Watch stream of the key for the raw Puts, a
-  second store instance (a replica) hearing the change for the stores.
+  second store instance (a replica) hearing the change for the stores;
+- batched against unary writes through the etcd store: ``writers`` writers each making
+  ``write_batch`` calls of ``BATCH`` single-todo ReplaceTodos (one to each of ``BATCH`` sessions
+  of its own, one Txn each), against as many writers each making unary single-todo ReplaceTodos:
+  writes/s (writes, not calls), this process's CPU and the members' CPU per write.
 
     python bench/etcd_store.py             # the full run
     python bench/etcd_store.py --quick     # tiny sizes
@@ -42,6 +46,8 @@ from etcd import EtcdProcess
 from replicas import _redis
 from report import Row
 from sessiontodo.v1 import todo_service_pb2 as pb
+from sessiontodo_server.domain.batch import Create
+from sessiontodo_server.domain.batch import Write as BatchedWrite
 from sessiontodo_server.domain.mutations import ReplaceTodos
 from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
@@ -50,14 +56,16 @@ from sessiontodo_server.stores.redis import RedisStore
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS = Limits()
 FIGURE = "14. etcd store"
+BATCH = 50
+"""Single-todo writes per ``write_batch`` (figure 15's batch)."""
 
 Store = EtcdStore | RedisStore
 Write = Callable[[int], Awaitable[object]]
 """Makes write number ``n`` (of one writer's key or session)."""
 
 
-def _todos(n: int) -> tuple[Todo, ...]:
-    return tuple(Todo(f"t{k}", f"write {n} todo {k}") for k in range(10))
+def _todos(n: int, count: int = 10) -> tuple[Todo, ...]:
+    return tuple(Todo(f"t{k}", f"write {n} todo {k}") for k in range(count))
 
 
 def _put_value(n: int) -> bytes:
@@ -76,11 +84,11 @@ def _raw_writer(channel: grpc.aio.Channel, key: bytes) -> Write:
     return write
 
 
-def _store_writer(store: Store, session_id: str) -> Write:
+def _store_writer(store: Store, session_id: str, todos: int = 10) -> Write:
     async def write(n: int) -> object:
         return await store.write(
             session_id,
-            ReplaceTodos(_todos(n)),
+            ReplaceTodos(_todos(n, todos)),
             expected_revision=None,
             request_id="",
             origin="bench",
@@ -91,16 +99,37 @@ def _store_writer(store: Store, session_id: str) -> Write:
     return write
 
 
-async def _cpu_per_write(write: Write, writes: int) -> float:
-    """Microseconds of this process's CPU per write, writes made one after another."""
+def _batch_writer(store: Store, session_ids: Sequence[str]) -> Write:
+    """One ``write_batch`` of a single-todo ReplaceTodos to each of ``session_ids``."""
+
+    async def write(n: int) -> object:
+        writes = [BatchedWrite(session_id, ReplaceTodos(_todos(n, 1))) for session_id in session_ids]
+        return await store.write_batch(
+            writes, request_id="", fingerprint="", origin="bench", now=time.time(), limits=LIMITS
+        )
+
+    return write
+
+
+def _batch_sessions(writer: int) -> list[str]:
+    return [f"b{writer}-{k}" for k in range(BATCH)]
+
+
+async def _cpu_per_write(write: Write, writes: int, per_call: int = 1) -> float:
+    """Microseconds of this process's CPU per write, ``writes`` made one call after another
+    (``per_call`` writes a call)."""
+    calls = max(writes // per_call, 1)
     started = time.process_time()
-    for n in range(writes):
+    for n in range(calls):
         await write(n)
-    return (time.process_time() - started) / writes * 1e6
+    return (time.process_time() - started) / (calls * per_call) * 1e6
 
 
-async def _throughput(writers: Sequence[Write], seconds: float, members: Sequence[EtcdProcess]) -> tuple[float, float]:
-    """(writes/s of ``writers`` at once, etcd members' CPU µs per write) over ``seconds``."""
+async def _throughput(
+    writers: Sequence[Write], seconds: float, members: Sequence[EtcdProcess], per_call: int = 1
+) -> tuple[float, float]:
+    """(writes/s of ``writers`` at once, ``per_call`` writes a call; etcd members' CPU µs per
+    write) over ``seconds``."""
     done = 0
     stop_at = time.monotonic() + seconds
 
@@ -110,7 +139,7 @@ async def _throughput(writers: Sequence[Write], seconds: float, members: Sequenc
         while time.monotonic() < stop_at:
             await write(n)
             n += 1
-            done += 1
+            done += per_call
 
     cpu_before = sum(member.cpu_seconds() for member in members)
     started = time.monotonic()
@@ -202,26 +231,36 @@ async def measure_etcd_store(
             for name in ("etcd", "redis"):
                 for n in range(writers):
                     await stores[name].create_session(f"w{n}", SessionInfo(), 100_000, "bench")
+            for n in range(writers):  # one Txn each
+                creates = [Create(session_id, SessionInfo()) for session_id in _batch_sessions(n)]
+                await stores["etcd"].write_batch(
+                    creates, request_id="", fingerprint="", origin="bench", now=time.time(), limits=LIMITS
+                )
             sequential = {
                 "raw": _raw_writer(channel, b"raw/sequential"),
                 "etcd": _store_writer(stores["etcd"], "w0"),
                 "redis": _store_writer(stores["redis"], "w0"),
+                "etcd unary": _store_writer(stores["etcd"], "w0", todos=1),
+                "etcd batched": _batch_writer(stores["etcd"], _batch_sessions(0)),
             }
             concurrent = {
                 "raw": [_raw_writer(channel, f"raw/w{n}".encode()) for n in range(writers)],
                 "etcd": [_store_writer(stores["etcd"], f"w{n}") for n in range(writers)],
                 "redis": [_store_writer(stores["redis"], f"w{n}") for n in range(writers)],
+                "etcd unary": [_store_writer(stores["etcd"], f"w{n}", todos=1) for n in range(writers)],
+                "etcd batched": [_batch_writer(stores["etcd"], _batch_sessions(n)) for n in range(writers)],
             }
-            for write in sequential.values():  # warm-up: connections open, scripts loaded, caches filled
-                await _cpu_per_write(write, min(100, writes))
+            per_call = {name: BATCH if name == "etcd batched" else 1 for name in sequential}
+            for name, write in sequential.items():  # warm-up: connections open, scripts loaded, caches filled
+                await _cpu_per_write(write, min(100, writes), per_call[name])
             cpu: dict[str, list[float]] = {name: [] for name in sequential}
             rates: dict[str, list[float]] = {name: [] for name in sequential}
-            etcd_cpu: dict[str, list[float]] = {"raw": [], "etcd": []}
+            etcd_cpu: dict[str, list[float]] = {name: [] for name in sequential if name != "redis"}
             for _ in range(rounds):  # interleaved: a shared machine's drift hits all alike
                 for name, write in sequential.items():
-                    cpu[name].append(await _cpu_per_write(write, writes))
+                    cpu[name].append(await _cpu_per_write(write, writes, per_call[name]))
                 for name, parallel in concurrent.items():
-                    rate, member_cpu = await _throughput(parallel, seconds, members)
+                    rate, member_cpu = await _throughput(parallel, seconds, members, per_call[name])
                     rates[name].append(rate)
                     if name in etcd_cpu:
                         etcd_cpu[name].append(member_cpu)
@@ -232,6 +271,7 @@ async def measure_etcd_store(
         "writes": writes,
         "rounds": rounds,
         "writers": writers,
+        "batch": BATCH,
         "seconds": seconds,
         "cpu_us_per_write": {name: statistics.median(values) for name, values in cpu.items()},
         "writes_per_second": {name: statistics.median(values) for name, values in rates.items()},
@@ -272,6 +312,33 @@ def etcd_store_rows(result: dict[str, Any]) -> list[Row]:
             "ms",
             baseline=p50["redis"],
             baseline_name=redis,
+        ),
+        *_batched_rows(result),
+    ]
+
+
+def _batched_rows(result: dict[str, Any]) -> list[Row]:
+    """Batched against unary single-todo writes through the etcd store, in the same run."""
+    rates, cpu, members = result["writes_per_second"], result["cpu_us_per_write"], result["etcd_cpu_us_per_write"]
+    unary = "unary ReplaceTodos(1), same store and writers"
+    batched = f"ReplaceTodos(1)/s, {result['batch']} per write_batch (one Txn), {result['writers']} writers"
+    return [
+        Row(FIGURE, batched, rates["etcd batched"], "writes/s", baseline=rates["etcd unary"], baseline_name=unary),
+        Row(
+            FIGURE,
+            "Python CPU per write, batched",
+            cpu["etcd batched"],
+            "µs",
+            baseline=cpu["etcd unary"],
+            baseline_name=unary,
+        ),
+        Row(
+            FIGURE,
+            "etcd CPU per write, batched, 3 members",
+            members["etcd batched"],
+            "µs",
+            baseline=members["etcd unary"],
+            baseline_name=unary,
         ),
     ]
 

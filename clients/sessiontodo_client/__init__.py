@@ -7,7 +7,7 @@ the pure wire <-> model translations; ``resume`` the watch streams' resume proto
 
 import importlib.metadata
 
-from sessiontodo_client.client import TodoClient
+from sessiontodo_client.client import MAX_BATCH_WRITES, TodoClient
 from sessiontodo_client.errors import (
     Aborted,
     AlreadyExists,
@@ -55,6 +55,7 @@ from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
 
 __all__ = [
+    "MAX_BATCH_WRITES",
     "Aborted",
     "AddTodoWrite",
     "AddedTodo",

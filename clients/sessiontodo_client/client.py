@@ -3,7 +3,10 @@
 The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connect``.
 Calls whose repetition is harmless are retried while the service is UNAVAILABLE, by the
 client's ``RetryPolicy`` (``sessiontodo_client.retry``: full jitter, attempts, a deadline);
-``add_todo`` sends a request id so that its retry can never add twice.
+``add_todo`` sends a request id so that its retry can never add twice. Updates are retried with
+or without ``expected_revision``: a conditional repeat applies only while nothing was written
+since, so it never writes over a later change (the repeat of one that was applied, its reply
+lost, raises ``Aborted``).
 ``replace_todos`` and ``remove_todo`` are not retried (UNAVAILABLE may come after the write
 was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
 the id when the caller gives none, so its retry can never create two sessions. ``watch`` and
@@ -65,6 +68,9 @@ Event = TypeVar("Event", WatchEvent, FeedEvent)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
 """``sessiontodo.v1.TodoService``: the name gRPC health checking reports the service under."""
+
+MAX_BATCH_WRITES = 1000
+"""The most writes one ``batch_write`` takes (``BatchWriteRequest.writes``: 1 to 1000, todo_service.proto)."""
 
 KEEPALIVE_TIME_MS = 30_000
 """How often an idle connection is pinged: well above the 10 s sessiontodo servers accept."""
@@ -267,10 +273,11 @@ class TodoClient:
     async def batch_write(
         self, writes: Sequence[Write], *, request_id: str | None = None, origin: str = ""
     ) -> list[WriteResult]:
-        """Up to 1000 writes, to any sessions, applied in order and atomically (all or none): one
-        call instead of one per write. A failing write fails the batch with its error, naming it
-        (``writes[i]``). Retried while UNAVAILABLE under one request id (generated once unless
-        given), so a retry returns the first call's results and never writes twice."""
+        """Up to ``MAX_BATCH_WRITES`` writes, to any sessions, applied in order and atomically (all or
+        none): one call instead of one per write. A failing write fails the batch with its error,
+        naming it (``writes[i]``, ``error.write_index``). Retried while UNAVAILABLE under one request
+        id (generated once unless given), so a retry returns the first call's results and never
+        writes twice."""
         request = pb.BatchWriteRequest(
             writes=[write_to_pb(write) for write in writes], request_id=request_id or uuid.uuid4().hex, origin=origin
         )

@@ -47,6 +47,13 @@ class ServiceError(Exception):
         self.details = list(details)
         super().__init__(f"{code.name}: {message}")
 
+    @property
+    def write_index(self) -> int | None:
+        """The write of a ``batch_write`` that failed the batch (ErrorInfo's ``writeIndex``); None when the
+        error is not one write's (the whole batch was refused, or the call was not a batch)."""
+        index = self.metadata.get("writeIndex", "")
+        return int(index) if index.isdecimal() else None
+
 
 class Cancelled(ServiceError):
     """The call was cancelled, usually by the caller."""

@@ -9,10 +9,13 @@ CreateSession / UpdateSession (labels ``title``, ``directory``, ``project``, ``s
 Events missed while disconnected (an OpenCode restart, a network cut) are recovered by a
 resync after every (re)connect, before any later event is applied: the sessions OpenCode
 lists and the ones mirrored before are read again (``GET /session/{id}`` and
-``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing. OpenCode's
-``todo.updated`` cannot be replayed, and a connection it accepts while starting up may never be
-answered: a (re)connection that does not deliver ``server.connected`` within
-``connected_deadline`` is given up and made again, so the resync comes within seconds.
+``/session/{id}/todo``); gone ones are removed. So an OpenCode restart loses nothing. What differs
+from what sessiontodo holds is written in ``BatchWrite`` calls (``sessiontodo_opencode.batches``),
+up to 1000 writes a call, a session created together with its list so it is never seen empty;
+by single calls where a batch cannot carry it. OpenCode's ``todo.updated`` cannot be replayed,
+and a connection it accepts while starting up may never be answered: a (re)connection that does
+not deliver ``server.connected`` within ``connected_deadline`` is given up and made again, so
+the resync comes within seconds.
 
 A list equal to what sessiontodo holds is not written again. What sessiontodo holds is followed
 on its feed (``WatchChanges`` of the imported sessions): a change another client made there is
@@ -25,7 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -35,15 +38,22 @@ from pydantic import TypeAdapter, ValidationError
 
 from sessiontodo_client import (
     ChangeKind,
+    CreateSessionWrite,
     FailedPrecondition,
     FeedEvent,
     NotFound,
+    RemoveSessionWrite,
+    ReplaceTodosWrite,
     RetryPolicy,
     ServiceError,
     TodoClient,
     Unavailable,
+    UpdateSessionWrite,
+    Write,
+    WriteResult,
 )
 from sessiontodo_client import Session as ServiceSession
+from sessiontodo_opencode.batches import BatchWriter
 from sessiontodo_opencode.models import Session, Todo
 from sessiontodo_opencode.translate import DIRECTORY, PROJECT, SLUG, TITLE, todo_to_service, todos_from_service
 
@@ -62,6 +72,9 @@ FEED_WAIT = 10.0
 """Seconds a resync waits for sessiontodo's feed to say what it holds; past that, lists are written anyway."""
 MAX_TITLE = 1024
 """Characters of a title kept in its label (far below the service's label limit)."""
+LISTED_PER_DIRECTORY = 1000
+"""Sessions a resync asks OpenCode to list per directory (``limit``), most recently updated first:
+OpenCode lists 100 unless told, and some of its versions refuse more than 1000."""
 
 _TODOS = TypeAdapter(list[Todo])
 _SESSIONS = TypeAdapter(list[Session])
@@ -289,25 +302,92 @@ class OpenCodeImporter:
     # Resync
 
     async def resync(self) -> None:
-        """Make sessiontodo match OpenCode now: every listed session and list, and no removed session."""
+        """Make sessiontodo match OpenCode now: every listed session and list, and no removed session.
+
+        OpenCode is read first, session by session; what differs from what sessiontodo holds is
+        written in batches (``sessiontodo_opencode.batches``), a session's writes in one batch.
+        """
         self.resyncs += 1
         with contextlib.suppress(TimeoutError):  # unknown lists are written again: harmless
             await asyncio.wait_for(self._feed_loaded.wait(), FEED_WAIT)
-        mirrored = await self._client.list_sessions(labels={SERVER_LABEL: self._server})
-        directories = {session.labels.get(DIRECTORY, "") for session in mirrored} | await self._directories()
+        mirrored = {
+            session.session_id: session
+            for session in await self._client.list_sessions(labels={SERVER_LABEL: self._server})
+        }
+        directories = {session.labels.get(DIRECTORY, "") for session in mirrored.values()} | await self._directories()
         listed: dict[str, Session] = {}
         for directory in sorted(filter(None, directories)):
-            response = await self._http.get("/session", params=_directory(directory))
+            response = await self._http.get("/session", params=_directory(directory) | {"limit": LISTED_PER_DIRECTORY})
             response.raise_for_status()
             listed |= {session.id: session for session in _SESSIONS.validate_json(response.content)}
-        for unlisted in _missing(mirrored, listed):  # first: removals usually came before newer sessions
+        batches = BatchWriter[_SessionSync](
+            self._client.batch_write, origin=ORIGIN, written=self._synced, fallback=self._sync_unary
+        )
+        gone: list[str] = []
+        found: list[Session] = []
+        for unlisted in _missing(mirrored.values(), listed):
             async with self._skipping_refusals(f"session {unlisted.session_id}"):
-                await self._reread(unlisted)
-        for session in _parents_first(listed.values()):
+                if (upstream := await self._reread(unlisted)) is None:
+                    gone.append(unlisted.session_id)
+                else:
+                    found.append(upstream)
+        for session_id in gone:  # first: removals usually came before newer sessions
+            await batches.add(_SessionSync(session_id, (RemoveSessionWrite(session_id=session_id),)))
+        for session in _parents_first([*found, *listed.values()]):
+            todos: list[Todo] | None = None
             async with self._skipping_refusals(f"session {session.id}"):
-                await self._mirror_session(session)
-                await self._reread_todos(session.id, session.directory)
-        log.info("resynced %d OpenCode sessions from %s", len(listed), self._server)
+                todos = await self._read_todos(session.id, session.directory)
+            if todos is not None:  # (None: gone since it was listed; its session.deleted comes next)
+                await batches.add(self._sync_of(session, todos, mirrored.get(session.id)))
+        await batches.flush()
+        log.info(
+            "resynced %d OpenCode sessions from %s (batches: %d, writes in them: %d, sessions by single calls: %d)",
+            len(listed),
+            self._server,
+            batches.batches,
+            batches.batched_writes,
+            batches.unbatched,
+        )
+
+    def _sync_of(self, session: Session, todos: list[Todo], mirrored: ServiceSession | None) -> _SessionSync:
+        """What makes sessiontodo hold ``session`` and its list: nothing, when it holds them already."""
+        labels = self._labels(session)
+        writes: list[Write] = []
+        if mirrored is None:
+            writes.append(CreateSessionWrite(session_id=session.id, parent_id=session.parent_id or "", labels=labels))
+        elif any(mirrored.labels.get(key) != value for key, value in labels.items()):
+            writes.append(UpdateSessionWrite(session_id=session.id, labels=labels))
+        held = self._held.get(session.id)
+        if held is not None:
+            unchanged = held.key == _key(todos)
+        else:
+            unchanged = mirrored is None and not todos  # a session created now is empty already
+        if not unchanged:
+            writes.append(ReplaceTodosWrite(session_id=session.id, todos=[todo_to_service(todo) for todo in todos]))
+        return _SessionSync(session.id, tuple(writes), session, todos)
+
+    async def _synced(self, sync: _SessionSync, results: Sequence[WriteResult]) -> None:
+        """Note what a batch wrote for one session."""
+        if sync.todos is None:
+            for removed in results[0].removed_session_ids:
+                self._held.pop(removed, None)
+            return
+        created = results[0] if isinstance(sync.writes[0], CreateSessionWrite) else None
+        existed = created is not None and not created.changed
+        if not existed or isinstance(sync.writes[-1], ReplaceTodosWrite):
+            self._hold(sync.session_id, sync.todos, results[-1].revision)
+        if existed:  # without this server's label (so not listed): label it, and write its list unless done
+            await self._sync_unary(sync)
+
+    async def _sync_unary(self, sync: _SessionSync) -> None:
+        """A session's resync by unary calls: what a batch could not carry."""
+        async with self._skipping_refusals(f"session {sync.session_id}"):
+            if sync.session is None:
+                await self._remove(sync.session_id)
+                return
+            await self._mirror_session(sync.session)
+            if sync.todos is not None:
+                await self._write(sync.session_id, sync.todos)
 
     async def _directories(self) -> set[str]:
         """The directories OpenCode knows: its own and every project's worktree."""
@@ -320,29 +400,36 @@ class OpenCodeImporter:
             found |= {project.get("worktree", "") for project in projects.json()}
         return found
 
-    async def _reread_todos(self, session_id: str, directory: str) -> bool:
-        """Copy the session's current list; False if OpenCode no longer has the session."""
+    async def _read_todos(self, session_id: str, directory: str) -> list[Todo] | None:
+        """The session's current list in OpenCode; None if OpenCode no longer has the session."""
         response = await self._http.get(f"/session/{session_id}/todo", params=_directory(directory))
         if response.status_code == 404:
-            return False
+            return None
         response.raise_for_status()
         try:
-            todos = _TODOS.validate_json(response.content)
+            return _TODOS.validate_json(response.content)
         except ValidationError as error:
             raise ValueError(f"OpenCode's list of {session_id} is not a todo list: {error}") from error
-        await self._write(session_id, todos)
-        return True
 
-    async def _reread(self, session: ServiceSession) -> None:
-        """A session mirrored before but not listed now: removed upstream, or of an unlisted directory."""
+    async def _reread(self, session: ServiceSession) -> Session | None:
+        """A session mirrored before but not listed now: removed upstream (None), or of an unlisted directory."""
         directory = session.labels.get(DIRECTORY, "")
         response = await self._http.get(f"/session/{session.session_id}", params=_directory(directory))
         if response.status_code == 404:
-            await self._remove(session.session_id)
-            return
+            return None
         response.raise_for_status()
-        await self._mirror_session(Session.model_validate_json(response.content))
-        await self._reread_todos(session.session_id, directory)
+        return Session.model_validate_json(response.content)
+
+
+@dataclass(frozen=True)
+class _SessionSync:
+    """What a resync writes for one session, in one batch: its removal (``session`` None), or its
+    creation or label change and its list (``todos``)."""
+
+    session_id: str
+    writes: tuple[Write, ...]
+    session: Session | None = None
+    todos: list[Todo] | None = None
 
 
 async def _frames(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:

@@ -20,6 +20,7 @@ import grpc
 from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from sessiontodo_server.app import RunningServer
 from sessiontodo_server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +132,23 @@ def terminate(process: subprocess.Popen[Any], timeout: float = 15.0) -> bool:
         process.kill()
         process.wait()
         return False
+
+
+WRITE_METHODS = ("BatchWrite", "CreateSession", "UpdateSession", "RemoveSession", "ReplaceTodos", "AddTodo")
+
+
+def write_calls(server: RunningServer) -> dict[str, int]:
+    """The write rpcs an in-process server started, by method (those called at all), from its own
+    metrics (start it with ``metrics_port=0``)."""
+    assert server.metrics is not None, "start the server with metrics_port=0"
+    service = "sessiontodo.v1.TodoService"
+    counts = {
+        method: server.metrics.registry.get_sample_value(
+            "grpc_server_started_total", {"grpc_type": "unary", "grpc_service": service, "grpc_method": method}
+        )
+        for method in WRITE_METHODS
+    }
+    return {method: int(count) for method, count in counts.items() if count}
 
 
 async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0, interval: float = 0.02) -> None:

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -53,7 +53,7 @@ class EtcdMember:
     def peer_url(self) -> str:
         return f"http://127.0.0.1:{self.peer_port}"
 
-    def start(self, initial_cluster: str, tls: list[str]) -> None:
+    def start(self, initial_cluster: str, flags: list[str]) -> None:
         client_url = f"{self.scheme}://{self.endpoint}"
         argv = [
             etcd_binary(), "--name", self.name, "--data-dir", str(self.data / self.name),
@@ -61,7 +61,7 @@ class EtcdMember:
             "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
             "--initial-cluster", initial_cluster, "--initial-cluster-token", "sessiontodo-tests",
             "--logger", "zap", "--log-level", "warn", "--log-outputs", "stderr",
-            *tls,
+            *flags,
         ]  # fmt: skip
         with (self.data / f"{self.name}.log").open("ab") as log:  # etcd's and its gRPC library's lines
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -100,13 +100,15 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    """``size`` members forming one cluster; with ``ca`` they serve TLS and require client certificates."""
+    """``size`` members forming one cluster; with ``ca`` they serve TLS and require client certificates;
+    ``flags`` go to every member (``--max-txn-ops 5120``)."""
 
-    def __init__(self, size: int = 1, ca: CertificateAuthority | None = None) -> None:
+    def __init__(self, size: int = 1, ca: CertificateAuthority | None = None, flags: Sequence[str] = ()) -> None:
         shm = Path("/dev/shm")
         self._data = Path(tempfile.mkdtemp(prefix="sessiontodo-etcd-", dir=shm if shm.is_dir() else None))
         self._ca = ca
         self.members = [EtcdMember(f"m{n}", self._data, "https" if ca else "http") for n in range(size)]
+        self._flags = list(flags)
         self._tls: list[str] = []
         self.client: Issued | None = None
         """The certificate the store presents (with ``ca``)."""
@@ -130,7 +132,7 @@ class EtcdCluster:
         initial = ",".join(f"{member.name}={member.peer_url}" for member in self.members)
         for member in self.members:
             if not member.running:
-                member.start(initial, self._tls)
+                member.start(initial, self._tls + self._flags)
         self.wait_until_serving()
         return self
 

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_client import RetryPolicy, Todo, TodoClient, Unavailable
+from sessiontodo_client import Aborted, RetryPolicy, Todo, TodoClient, TodoStatus, Unavailable
 
 QUICK = RetryPolicy(attempts=3, initial=0.01, maximum=0.02)
 
@@ -46,7 +46,7 @@ class LossyServer:
 async def lossy() -> AsyncIterator[tuple[LossyServer, TodoClient]]:
     fake = LossyServer()
     server = grpc.aio.server()
-    methods = {name: fake.handler(name) for name in ("AddTodo", "ReplaceTodos")}
+    methods = {name: fake.handler(name) for name in ("AddTodo", "ReplaceTodos", "UpdateTodo")}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sessiontodo.v1.TodoService", methods),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -80,3 +80,15 @@ async def test_a_conditional_replace_that_lost_its_reply_is_unavailable_never_a_
         await client.replace_todos("s", [Todo(content="x")], expected_revision=3)
 
     assert len(fake.requests["ReplaceTodos"]) == 1
+
+
+async def test_a_conditional_update_that_lost_its_reply_is_retried_at_the_same_revision(
+    lossy: tuple[LossyServer, TodoClient],
+) -> None:
+    fake, client = lossy
+    fake.script("UpdateTodo", grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED)
+
+    with pytest.raises(Aborted):  # the first try was applied: the repeat cannot apply over it
+        await client.update_todo("s", "t", status=TodoStatus.COMPLETED, expected_revision=3)
+
+    assert [request.expected_revision for request in fake.requests["UpdateTodo"]] == [3, 3]

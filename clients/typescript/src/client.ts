@@ -3,11 +3,15 @@
  *
  * The transport is injected (`new TodoClient(transport)`) or made by `TodoClient.connect`. Calls
  * whose repetition is harmless are retried while the service is UNAVAILABLE, by the client's
- * `RetryPolicy` (full jitter, attempts, a deadline); `addTodo` sends a request id so that its
- * retry can never add twice, and `createSession` generates the id when given none, so that its
- * retry can never create two sessions. `replaceTodos`, `removeTodo` and updates with an
- * `expectedRevision` are not retried (UNAVAILABLE may come after the write was applied): they
- * throw `Unavailable` for the caller to decide. `watch` and `watchChanges` reconnect on their own
+ * `RetryPolicy` (full jitter, attempts, a deadline), as the Python client does: `addTodo` sends a
+ * request id so that its retry can never add twice, and `createSession` generates the id when
+ * given none, so that its retry can never create two sessions. Updates are retried too: setting
+ * the same values again changes nothing, and one with an `expectedRevision` applies only while
+ * nothing was written since, so a repeat never writes twice or over another client's change (if
+ * the first try was applied and only its reply lost, the repeat throws `Aborted`, which a
+ * read-modify-write handles as any conflict). `replaceTodos` and `removeTodo` are not retried
+ * (UNAVAILABLE may come after the write was applied): they throw `Unavailable` for the caller to
+ * decide. `watch` and `watchChanges` reconnect on their own
  * and resume after the last revision (cursor) they delivered, so their consumer sees every change
  * exactly once, in order, or a RESET where history was lost.
  */
@@ -83,7 +87,7 @@ export interface UpdateSessionOptions extends Origin {
   readonly removeLabels?: readonly string[];
   /** The new idle TTL; 0 removes it (never expire). */
   readonly idleTtlMs?: number;
-  /** Write only at this revision (not retried: a retry of an applied write would look ABORTED). */
+  /** Write only at this revision: a retried update then never overwrites another client's change. */
   readonly expectedRevision?: bigint;
 }
 
@@ -226,7 +230,10 @@ export class TodoClient {
     return sessionFromProto(response.session!);
   }
 
-  /** Sets and removes labels and/or changes the idle TTL; returns the session and whether anything changed. */
+  /**
+   * Sets and removes labels and/or changes the idle TTL; returns the session and whether anything
+   * changed. Retried while UNAVAILABLE (see the module comment), with or without `expectedRevision`.
+   */
   async updateSession(
     sessionId: string,
     options: UpdateSessionOptions,
@@ -239,8 +246,7 @@ export class TodoClient {
       expectedRevision: options.expectedRevision,
       origin: options.origin ?? "",
     });
-    const conditional = options.expectedRevision !== undefined;
-    const response = await this.call((call) => this.rpc.updateSession(request, call), !conditional);
+    const response = await this.call((call) => this.rpc.updateSession(request, call));
     return { session: sessionFromProto(response.session!), changed: response.changed };
   }
 
@@ -315,7 +321,10 @@ export class TodoClient {
     return { todo: todoFromProto(response.todo!), index: response.index, revision: response.revision };
   }
 
-  /** Changes the given fields of one todo; a change to nothing keeps the revision (`changed: false`). */
+  /**
+   * Changes the given fields of one todo; a change to nothing keeps the revision (`changed: false`).
+   * Retried while UNAVAILABLE (see the module comment), with or without `expectedRevision`.
+   */
   async updateTodo(sessionId: string, todoId: string, options: UpdateTodoOptions): Promise<UpdatedTodo> {
     const request = create(pb.UpdateTodoRequestSchema, {
       sessionId,
@@ -328,8 +337,7 @@ export class TodoClient {
       expectedRevision: options.expectedRevision,
       origin: options.origin ?? "",
     });
-    const conditional = options.expectedRevision !== undefined;
-    const response = await this.call((call) => this.rpc.updateTodo(request, call), !conditional);
+    const response = await this.call((call) => this.rpc.updateTodo(request, call));
     return { todo: todoFromProto(response.todo!), revision: response.revision, changed: response.changed };
   }
 

@@ -26,7 +26,6 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
     errors.LimitExceeded: (code_pb2.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED"),
     errors.RequestIdReused: (code_pb2.FAILED_PRECONDITION, "REQUEST_ID_REUSED"),
     errors.BatchRequestIdReused: (code_pb2.FAILED_PRECONDITION, "REQUEST_ID_REUSED"),
-    errors.Unsupported: (code_pb2.UNIMPLEMENTED, "UNSUPPORTED_BY_STORE"),
     errors.Unavailable: (code_pb2.UNAVAILABLE, "UNAVAILABLE"),
 }
 

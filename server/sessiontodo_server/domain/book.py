@@ -9,7 +9,6 @@ process's watchers of that session only and to the feeds whose filter it matches
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import logging
@@ -28,6 +27,7 @@ from sessiontodo_server.domain.errors import (
 )
 from sessiontodo_server.domain.mutations import AddTodo, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.observer import BookObserver, NoObserver
+from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
@@ -477,17 +477,18 @@ class TodoBook:
 
     async def run_expiry(self, interval: float) -> None:
         """Expire idle sessions every ``interval`` seconds, for as long as the task runs."""
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.expire_due()
-            except TodoError as error:  # e.g. the store is unreachable: try again next round
-                log.warning("expiring idle sessions failed: %s", error)
-            except Exception:  # never let one bad round end expiry for good
-                log.exception("expiring idle sessions failed")
+        await repeat(self.expire_due, every=interval, on_error=_expiry_failed)
 
     def shut_down(self) -> None:
         self._hub.shut_down()
+
+
+def _expiry_failed(error: Exception) -> None:
+    """One bad round never ends expiry for good: the next round tries again."""
+    if isinstance(error, TodoError):  # e.g. the store is unreachable
+        log.warning("expiring idle sessions failed: %s", error)
+    else:
+        log.error("expiring idle sessions failed", exc_info=error)
 
 
 def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[SessionState]:

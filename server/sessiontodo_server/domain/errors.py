@@ -84,10 +84,6 @@ class BatchRequestIdReused(TodoError):
         )
 
 
-class Unsupported(TodoError):
-    """The store behind this server cannot do what the call asks (BatchWrite on etcd, for now)."""
-
-
 class Unavailable(TodoError):
     """The service cannot serve the call right now (shutting down, store unreachable); retry."""
 

@@ -8,7 +8,6 @@ and labels of the gRPC metrics are go-grpc-prometheus's, so existing dashboards 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -29,6 +28,7 @@ from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget
 from sessiontodo_server.domain.mutations import Mutation
 from sessiontodo_server.domain.observer import ConflictReason, ResetReason
+from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import SessionState, TodoStore, Written
 from sessiontodo_server.domain.todos import EVERY_SESSION, Change, Limits, RemovalReason, SessionFilter, SessionInfo
 
@@ -198,12 +198,14 @@ def grpc_type(client_streaming: bool, server_streaming: bool) -> str:
 async def count_sessions(metrics: Metrics, book: TodoBook) -> None:
     """Keep ``sessiontodo_sessions`` current until cancelled (a scrape runs on another thread, and
     the store is async, so the count is read here rather than at scrape time)."""
-    while True:
-        try:
-            metrics.sessions.set(await book.session_count())
-        except Exception as error:  # the store is down: health and store_errors_total say so
-            log.debug("session count unavailable: %s", error)
-        await asyncio.sleep(SESSION_COUNT_INTERVAL)
+
+    async def count() -> None:
+        metrics.sessions.set(await book.session_count())
+
+    def unavailable(error: Exception) -> None:  # the store is down: health and store_errors_total say so
+        log.debug("session count unavailable: %s", error)
+
+    await repeat(count, every=SESSION_COUNT_INTERVAL, on_error=unavailable)
 
 
 def serve_metrics(metrics: Metrics, host: str, port: int) -> tuple[Callable[[], None], int]:

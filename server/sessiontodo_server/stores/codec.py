@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
-from sessiontodo_server.domain.batch import Outcome
+from sessiontodo_server.domain.batch import BatchWritten, Outcome
+from sessiontodo_server.domain.errors import BatchRequestIdReused
 from sessiontodo_server.domain.todos import Todo, TodoPriority, TodoStatus, frozen
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -71,3 +72,17 @@ def decode_outcomes(text: str | bytes) -> tuple[Outcome, ...]:
         Outcome(revision, changed, None if todo is None else todo_from_fields(todo), position, tuple(ids), tuple(gone))
         for revision, changed, todo, position, ids, gone in json.loads(text)
     )
+
+
+def remembered_batch(fingerprint: str, outcomes: Iterable[Outcome]) -> str:
+    """What a store remembers under a batch's request id: ``[fingerprint, outcomes]``."""
+    return encode_json([fingerprint, encode_outcomes(outcomes)])
+
+
+def replayed_batch(remembered: str | bytes, request_id: str, fingerprint: str) -> BatchWritten:
+    """The first batch's outcomes for a request id (``tenant\nid``), or BatchRequestIdReused when
+    ``remembered`` is another batch's."""
+    first, outcomes = json.loads(remembered)
+    if first != fingerprint:
+        raise BatchRequestIdReused(request_id.partition("\n")[2])
+    return BatchWritten(decode_outcomes(outcomes))

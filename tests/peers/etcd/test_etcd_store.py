@@ -418,6 +418,11 @@ def test_an_etcd_url_names_the_members_the_prefix_and_the_tls_files() -> None:
     assert parse_etcd_url("etcd://a:2379").prefix == "sessiontodo/"
 
 
+def test_an_etcd_url_takes_etcds_txn_operations_limit_defaulting_to_etcds_own() -> None:
+    assert parse_etcd_url("etcd://a:2379/p?max_txn_ops=5120").max_txn_ops == 5120
+    assert parse_etcd_url("etcd://a:2379/p").max_txn_ops == 128
+
+
 @pytest.mark.parametrize(
     ("url", "why"),
     [
@@ -427,6 +432,7 @@ def test_an_etcd_url_names_the_members_the_prefix_and_the_tls_files() -> None:
         ("etcds://a:2379/p?cert=/c.pem", "go together"),
         ("etcd://a:2379/p?colour=blue", "unknown etcd store URL parameters"),
         ("etcd://a:2379/with space", "without spaces"),
+        ("etcd://a:2379/p?max_txn_ops=64", "max_txn_ops is at least 128"),
     ],
 )
 def test_a_malformed_etcd_url_is_refused_with_the_reason(url: str, why: str) -> None:

@@ -2,7 +2,9 @@
 
 Several sessions in two directories get lists from the model's ``todowrite`` calls, one is
 deleted, OpenCode restarts while changes are made that the mirror cannot see live; every list
-arrives in sessiontodo, on WatchTodos and on the feed, in order, and nothing is lost.
+arrives in sessiontodo, on WatchTodos and on the feed, in order, and nothing is lost. Sessions
+OpenCode held before the mirror started, more than it lists by default, arrive by its first
+resync, in one ``BatchWrite``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +23,7 @@ import pytest
 from sessiontodo_client import ChangeKind, FeedEvent, TodoClient, WatchEvent
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode_real.opencode_peer import OpenCodeServer, contents_in_sessiontodo
-from tests.support import ROOT, eventually
+from tests.support import ROOT, eventually, write_calls
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -28,6 +31,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.process]
 def plan(*contents: str, status: str = "pending") -> list[dict[str, str]]:
     return [{"content": content, "status": status, "priority": "high"} for content in contents]
 
+
+MORE_THAN_LISTED_BY_DEFAULT = 110
+"""Sessions beyond the 100 that OpenCode's ``GET /session`` lists unless given a ``limit``."""
 
 A1, A2, A3 = plan("a: read the code"), plan("a: read the code", "a: fix it"), plan("a: ship", status="blocked")
 B1, C1, D1 = plan("b: only list"), plan("c: other directory"), plan("d: after the restart")
@@ -162,3 +168,32 @@ async def test_the_mirror_copies_every_sessions_lists_and_lifecycle_across_an_op
     ]
     written_by = {e.origin for e in feed if e.session_id in (a, b, c, d)}
     assert written_by == {"opencode"}
+
+
+@pytest.mark.timeout(300)
+async def test_the_sessions_opencode_held_before_the_mirror_started_arrive_in_one_batch_with_their_lists(
+    opencode: OpenCodeServer, start: Callable[..., Any], tmp_path: Path
+) -> None:
+    server: RunningServer = await start(metrics_port=0)
+    other = opencode.home.new_project("other")
+    async with httpx.AsyncClient(base_url=opencode.url) as http:
+        sessions = {}
+        for name, directory in (("a", opencode.home.project), ("b", other), ("c", opencode.home.project)):
+            response = await http.post("/session", json={}, params={"directory": str(directory)})
+            sessions[name] = response.json()["id"]
+        empty = [(await http.post("/session", json={})).json()["id"] for _ in range(MORE_THAN_LISTED_BY_DEFAULT)]
+        await opencode.write_todos(sessions["a"], A2)
+        await opencode.write_todos(sessions["b"], C1, other)
+    mirror = MirrorProcess(opencode.url, server.address, tmp_path / "mirror.log")
+    await mirror.start()
+    try:
+        await eventually(lambda: "resynced" in mirror.log(), timeout=60)
+    finally:
+        await mirror.stop()
+
+    async with TodoClient.connect(server.address) as client:
+        held = {name: await contents_in_sessiontodo(client, session_id) for name, session_id in sessions.items()}
+        mirrored = {session.session_id for session in await client.list_sessions()}
+    assert held == {"a": A2, "b": C1, "c": []}
+    assert mirrored == {*sessions.values(), *empty}
+    assert write_calls(server) == {"BatchWrite": 1}

@@ -256,7 +256,7 @@ describe('feed', () => {
     const snapshot = await events.next();
     const bookmark = await events.next();
     await client.replaceTodos(sessionId, [{ content: 'fed' }], { origin: 'ts-test' });
-    const replaced = await events.next();
+    const replaced = await events.nextChange();
     await events.close();
     assert.deepEqual([snapshot.kind, snapshot.sessionId, snapshot.cursor], ['snapshot', sessionId, '']);
     assert.equal(bookmark.kind, 'progress');
@@ -271,7 +271,7 @@ describe('feed', () => {
     await first.next(); // the snapshot
     await first.next(); // its bookmark: the feed is live
     await client.replaceTodos(sessionId, [{ content: 'one' }]);
-    const one = await first.next();
+    const one = await first.nextChange();
     await first.close();
     await client.replaceTodos(sessionId, [{ content: 'two' }]);
     const resumed = reader(client.watchChanges({ afterCursor: one.cursor, labels: { feed: label } }));

@@ -1,5 +1,6 @@
-// @sessiontodo/client across server restarts and crashes: retries while the service is down,
-// watches and feeds that resume without loss or duplicates.
+// @sessiontodo/client across server restarts and crashes: retries while the service is down
+// (conditional updates included), a conditional update whose reply was lost, watches and feeds
+// that resume without loss or duplicates.
 //
 // Driven by test_typescript_client.py, which sets:
 //   SESSIONTODO_SERVER_COMMAND  JSON argv of a sessiontodo server with a durable store, without --port
@@ -8,12 +9,12 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { after, test } from 'node:test';
 
 import { reader, rejection, required, sessiontodo } from './support.mjs';
 
-const { RetryPolicy, TodoClient, Unavailable } = sessiontodo;
+const { Aborted, RetryPolicy, TodoClient, Unavailable } = sessiontodo;
 
 const COMMAND = JSON.parse(required('SESSIONTODO_SERVER_COMMAND'));
 const ROOT = required('SESSIONTODO_ROOT');
@@ -62,6 +63,124 @@ test('unary calls are retried until the service comes up', async () => {
   client.close();
   await stop(server, 'SIGTERM');
   assert.deepEqual([session.sessionId, created], ['late', true]);
+});
+
+/** A session with one todo, on the server at `port`; its todo and revision. */
+async function sessionWithTodo(port, sessionId) {
+  const client = patientClient(port);
+  await client.createSession({ sessionId });
+  const { todo, revision } = await client.addTodo(sessionId, { content: 'ship it' });
+  client.close();
+  return { todo, revision };
+}
+
+test('a conditional todo update is retried until the service comes up, and applied once', async () => {
+  const port = await freePort();
+  let server = startServer(port);
+  const { todo, revision } = await sessionWithTodo(port, 'conditional-todo');
+  await stop(server, 'SIGTERM');
+  const client = patientClient(port);
+
+  const updating = client.updateTodo('conditional-todo', todo.id, { status: 'completed', expectedRevision: revision });
+  server = startServer(port);
+  let updated, stored;
+  try {
+    updated = await updating;
+    stored = await client.getTodos('conditional-todo');
+  } finally {
+    client.close();
+    await stop(server, 'SIGTERM');
+  }
+
+  assert.deepEqual(
+    [updated.revision, stored.revision, stored.todos[0].status],
+    [revision + 1n, revision + 1n, 'completed'],
+  );
+});
+
+test('a conditional session update is retried until the service comes up, and applied once', async () => {
+  const port = await freePort();
+  let server = startServer(port);
+  const { revision } = await sessionWithTodo(port, 'conditional-session');
+  await stop(server, 'SIGTERM');
+  const client = patientClient(port);
+
+  const updating = client.updateSession('conditional-session', { labels: { stage: 'done' }, expectedRevision: revision });
+  server = startServer(port);
+  let updated, stored;
+  try {
+    updated = await updating;
+    stored = await client.getSession('conditional-session');
+  } finally {
+    client.close();
+    await stop(server, 'SIGTERM');
+  }
+
+  assert.deepEqual(
+    [updated.session.revision, stored.revision, stored.labels.stage],
+    [revision + 1n, revision + 1n, 'done'],
+  );
+});
+
+/**
+ * A TCP proxy to the server at `port` that can lose replies: after `hold()` nothing the server
+ * sends reaches the client; `cut()` then breaks every connection through it and lets replies
+ * through again, as a network that failed after the server applied a write.
+ */
+async function replyLosingProxy(port) {
+  const sockets = new Set();
+  let holding = false;
+  const proxy = createServer((downstream) => {
+    const upstream = connect(port, '127.0.0.1');
+    for (const socket of [downstream, upstream]) sockets.add(socket);
+    downstream.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => holding || downstream.write(chunk));
+    for (const [socket, other] of [[downstream, upstream], [upstream, downstream]]) {
+      socket.on('error', () => other.destroy());
+      socket.on('close', () => other.destroy());
+    }
+  });
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  return {
+    port: proxy.address().port,
+    hold: () => (holding = true),
+    cut: () => {
+      sockets.forEach((socket) => socket.destroy());
+      sockets.clear();
+      holding = false;
+    },
+    close: () => proxy.close(),
+  };
+}
+
+test('a retried conditional update whose reply was lost never overwrites a later change: it answers Aborted', async () => {
+  const port = await freePort();
+  const server = startServer(port);
+  const { todo, revision } = await sessionWithTodo(port, 'lost-reply');
+  const direct = patientClient(port);
+  const changes = reader(direct.watch('lost-reply', { afterRevision: revision }));
+  const proxy = await replyLosingProxy(port);
+  const client = TodoClient.connect(`127.0.0.1:${proxy.port}`, { retry: new RetryPolicy({ initialMs: 20 }) });
+  await client.getSession('lost-reply'); // the connection through the proxy is open
+
+  let error, stored;
+  try {
+    proxy.hold();
+    const updating = rejection(client.updateTodo('lost-reply', todo.id, { status: 'completed', expectedRevision: revision }));
+    await changes.next(); // applied; its reply is held back
+    await direct.updateTodo('lost-reply', todo.id, { status: 'in_progress' }); // someone else's later change
+    proxy.cut();
+    error = await updating;
+    stored = await direct.getTodos('lost-reply');
+  } finally {
+    await changes.close();
+    for (const closing of [client, direct, proxy]) closing.close();
+    await stop(server, 'SIGTERM');
+  }
+
+  assert.ok(error instanceof Aborted, String(error));
+  assert.deepEqual([stored.revision, stored.todos[0].status], [revision + 2n, 'in_progress']);
 });
 
 test('a replace is not retried while the service is down: the caller decides', async () => {
@@ -115,15 +234,12 @@ test('a feed resumes after a restart from its last cursor without loss or duplic
   await events.next(); // the snapshot
   await events.next(); // its bookmark
   await writeLists(port, 'fed', 1, 2);
-  const seen = [(await events.next()).revision, (await events.next()).revision];
+  const seen = [(await events.nextChange()).revision, (await events.nextChange()).revision];
 
   await stop(server, 'SIGTERM');
   server = startServer(port);
   await writeLists(port, 'fed', 3, 2);
-  while (seen.length < 4) {
-    const event = await events.next();
-    if (event.kind !== 'progress') seen.push(event.revision);
-  }
+  while (seen.length < 4) seen.push((await events.nextChange()).revision);
   await events.close();
   client.close();
   await stop(server, 'SIGTERM');

@@ -34,6 +34,13 @@ export function reader(iterable) {
         clearTimeout(timer);
       }
     },
+    /** The next event that is not a feed's PROGRESS bookmark (one may come at any time on a slow machine). */
+    async nextChange(timeoutMs = EVENT_TIMEOUT_MS) {
+      for (;;) {
+        const event = await this.next(timeoutMs);
+        if (event?.kind !== 'progress') return event;
+      }
+    },
     /** Ends the stream (cancels its call). */
     close: () => iterator.return(),
   };

@@ -78,6 +78,7 @@ class Member:
     kv: pb_grpc.KVStub
     watch: pb_grpc.WatchStub
     auth: pb_grpc.AuthStub
+    lease: pb_grpc.LeaseStub
 
 
 class EtcdClient:
@@ -99,7 +100,13 @@ class EtcdClient:
                 channel = grpc.aio.insecure_channel(endpoint, options=_OPTIONS)
             else:
                 channel = grpc.aio.secure_channel(endpoint, self._credentials, options=_OPTIONS)
-            member = Member(channel, pb_grpc.KVStub(channel), pb_grpc.WatchStub(channel), pb_grpc.AuthStub(channel))
+            member = Member(
+                channel,
+                pb_grpc.KVStub(channel),
+                pb_grpc.WatchStub(channel),
+                pb_grpc.AuthStub(channel),
+                pb_grpc.LeaseStub(channel),
+            )
             self._members[endpoint] = member
         return member
 
@@ -175,6 +182,12 @@ class EtcdClient:
     async def txn(self, request: pb.TxnRequest, *, writes: bool = True) -> pb.TxnResponse:
         return await self.call(_txn, request, retry=not writes)
 
+    async def grant_lease(self, ttl: int) -> int:
+        """A new lease of ``ttl`` seconds (tried on another member too: a lease granted twice
+        expires unused)."""
+        response = await self.call(_lease_grant, pb.LeaseGrantRequest(TTL=ttl), retry=True)
+        return int(response.ID)
+
 
 def _range(member: Member) -> Callable[..., Awaitable[pb.RangeResponse]]:
     return cast(Callable[..., Awaitable[pb.RangeResponse]], member.kv.Range)  # grpc's stubs are untyped
@@ -182,6 +195,10 @@ def _range(member: Member) -> Callable[..., Awaitable[pb.RangeResponse]]:
 
 def _txn(member: Member) -> Callable[..., Awaitable[pb.TxnResponse]]:
     return cast(Callable[..., Awaitable[pb.TxnResponse]], member.kv.Txn)
+
+
+def _lease_grant(member: Member) -> Callable[..., Awaitable[pb.LeaseGrantResponse]]:
+    return cast(Callable[..., Awaitable[pb.LeaseGrantResponse]], member.lease.LeaseGrant)
 
 
 def _credentials(location: EtcdLocation) -> grpc.ChannelCredentials:

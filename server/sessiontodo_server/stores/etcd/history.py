@@ -20,7 +20,7 @@ from sessiontodo_server.stores.etcd.cache import Version
 from sessiontodo_server.stores.etcd.client import EtcdClient, unavailable
 from sessiontodo_server.stores.etcd.events import by_revision, changes_of, cursor, revision_of
 from sessiontodo_server.stores.etcd.keys import Keys, range_end
-from sessiontodo_server.stores.etcd.records import decode_record
+from sessiontodo_server.stores.etcd.records import IN_BATCH, Record, decode_batch, decode_record
 
 PAGE = 256
 """Keys read per Range when listing or snapshotting."""
@@ -44,25 +44,56 @@ async def session_history(
     client: EtcdClient, keys: Keys, session_id: str, newest: Version, after: int
 ) -> list[Change] | None:
     """The session's changes after its revision ``after`` up to ``newest``, read by following each
-    version back to the one before (it names that one's etcd revision)."""
+    version back to the one before (it names that one's etcd revision, or the batch record)."""
     changes: list[Change] = []
-    record, at = newest.record, newest.revision
+    record, at, position = newest.record, newest.revision, cursor(newest.revision)
+    in_batch: dict[int, tuple[Record, int]] = {}
+    """The session's versions the batch at ``at`` made, by revision, with their cursors."""
     while record.revision > after:
-        change = record.change(session_id, cursor(at))
+        if record.previous == IN_BATCH and not in_batch:
+            in_batch = await _batch_versions(client, keys, session_id, record, at)
+            if not in_batch:
+                return None  # compacted
+            record, position = in_batch[record.revision]
+        change = record.change(session_id, position)
         if change is None or (record.revision > after + 1 and not record.previous):
             return None  # an earlier incarnation's, or the list before the store began
         changes.append(change)
         if record.revision == after + 1:
             break
-        at = record.previous
-        try:  # a past revision never changes: any member may answer (serializable)
-            older = await client.range(pb.RangeRequest(key=keys.session(session_id), revision=at, serializable=True))
-        except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.OUT_OF_RANGE:
-                return None  # compacted
-            raise
-        record = decode_record(older.kvs[0].value)
+        if record.previous == IN_BATCH:
+            record, position = in_batch[record.revision - 1]
+            continue
+        at, in_batch = record.previous, {}
+        older = await _read_at(client, keys.session(session_id), at)
+        if older is None:
+            return None  # compacted
+        record, position = decode_record(older), cursor(at)
     return changes[::-1]
+
+
+async def _batch_versions(
+    client: EtcdClient, keys: Keys, session_id: str, final: Record, at: int
+) -> dict[int, tuple[Record, int]]:
+    """The versions of ``session_id`` the batch at revision ``at`` made (``final``: the last), with cursors."""
+    value = await _read_at(client, keys.batch, at)
+    if value is None:
+        return {}
+    decoded = decode_batch(value).decoded({session_id: final}, only=session_id)
+    return {
+        version.revision: (version, cursor(at, later)) for later, (_, version) in decoded if isinstance(version, Record)
+    }
+
+
+async def _read_at(client: EtcdClient, key: bytes, revision: int) -> bytes | None:
+    """``key``'s value as of ``revision``; None when etcd compacted that revision away."""
+    try:  # a past revision never changes: any member may answer (serializable)
+        found = await client.range(pb.RangeRequest(key=key, revision=revision, serializable=True))
+    except grpc.aio.AioRpcError as error:
+        if error.code() == grpc.StatusCode.OUT_OF_RANGE:
+            return None
+        raise
+    return found.kvs[0].value if found.kvs else None
 
 
 async def feed_between(

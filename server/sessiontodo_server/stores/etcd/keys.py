@@ -12,12 +12,17 @@ names another), so several deployments, and other applications, can share one cl
   one key range);
 - ``P q/ID REQUEST``: AddTodo request ids and their results;
 - ``P d/ID``: the idle-TTL deadline of a session that has one;
+- ``P batch``: the batch record: every change of the last BatchWrite, in order (``records.py``);
+  each batch overwrites it, and etcd's history keeps each one at its batch's revision;
+- ``P b/TENANT\nREQUEST``: a BatchWrite's request id and outcomes, on a lease that keeps it for
+  ``REQUEST_RETENTION_SECONDS`` at least;
 - ``P count``, ``P t/TENANT``: how many sessions there are (the global list not counted), and how
   many each tenant has (its global list not counted; the default tenant's is ``P t/``): every
   creation and removal compares and updates them, so the session limits hold across replicas.
 
 A tenant's session ``acme/ses_1`` is ``P s/acme/ses_1``: each tenant's sessions are one key
-prefix. The feed cursor is etcd's revision: each change is one Txn, so one revision.
+prefix. The feed cursor is etcd's revision (``events.py``): each write is one Txn, so one
+revision; a Txn making several changes (a removal, a batch) numbers them within its revision.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ DEFAULT_PREFIX = "sessiontodo"
 DEFAULT_PORT = 2379
 MAX_REQUEST_BYTES = 1536 * 1024
 """etcd's default ``--max-request-bytes``: a larger write is refused before it is sent."""
+REQUEST_HEADROOM = 4096
+"""Bytes kept free of a write's ``MAX_REQUEST_BYTES`` for what etcd adds to it (its raft header)."""
+MAX_TXN_OPS = 128
+"""etcd's default ``--max-txn-ops``: compares, or operations, in one Txn; a batch needing more
+is refused before it is sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +60,11 @@ class EtcdLocation:
     timeout: float = 5.0
     """Seconds a call to etcd may take before it fails as UNAVAILABLE."""
     max_request_bytes: int = MAX_REQUEST_BYTES
+    max_txn_ops: int = MAX_TXN_OPS
 
 
 def parse_etcd_url(url: str) -> EtcdLocation:
-    """``etcd[s]://[user:password@]host:port[,host:port…][/prefix][?ca=…&cert=…&key=…&timeout=…]``."""
+    """``etcd[s]://[user:password@]host:port[,host:port…][/prefix][?ca=…&cert=…&key=…&timeout=…&max_txn_ops=…]``."""
     parts = urlsplit(url)
     if parts.scheme not in ("etcd", "etcds"):
         raise ValueError("an etcd store URL starts with etcd:// or etcds://")
@@ -66,12 +77,15 @@ def parse_etcd_url(url: str) -> EtcdLocation:
     if not prefix.isprintable() or " " in prefix:
         raise ValueError(f"etcd key prefix must be printable, without spaces: {prefix!r}")
     query = dict(parse_qsl(parts.query))
-    unknown = set(query) - {"ca", "cert", "key", "timeout", "max_request_bytes"}
+    unknown = set(query) - {"ca", "cert", "key", "timeout", "max_request_bytes", "max_txn_ops"}
     if unknown:
         raise ValueError(f"unknown etcd store URL parameters: {', '.join(sorted(unknown))}")
     files = {name: Path(query[name]) if query.get(name) else None for name in ("ca", "cert", "key")}
     if (files["cert"] is None) != (files["key"] is None):
         raise ValueError("the etcd store URL's cert and key parameters go together")
+    max_txn_ops = int(query.get("max_txn_ops", MAX_TXN_OPS))
+    if max_txn_ops < MAX_TXN_OPS:
+        raise ValueError(f"max_txn_ops is at least {MAX_TXN_OPS} (etcd's default; removals take that many)")
     tls = parts.scheme == "etcds"
     if not tls and any(files.values()):
         raise ValueError("ca, cert and key need etcds:// (TLS)")
@@ -86,6 +100,7 @@ def parse_etcd_url(url: str) -> EtcdLocation:
         unquote(password),
         float(query.get("timeout", 5.0)),
         int(query.get("max_request_bytes", MAX_REQUEST_BYTES)),
+        max_txn_ops,
     )
 
 
@@ -119,6 +134,8 @@ class Keys:
         self._marks = self.prefix + b"m/"
         self._children = self.prefix + b"c/"
         self._requests = self.prefix + b"q/"
+        self.batch = self.prefix + b"batch"
+        self._batch_requests = self.prefix + b"b/"
 
     def tenant_count(self, tenant: str) -> bytes:
         return self.prefix + b"t/" + tenant.encode()
@@ -149,6 +166,10 @@ class Keys:
 
     def request(self, session_id: str, request_id: str) -> bytes:
         return self.requests(session_id) + request_id.encode()
+
+    def batch_request(self, request_id: str) -> bytes:
+        """A BatchWrite's request id (``tenant\nid``)."""
+        return self._batch_requests + request_id.encode()
 
     def kind(self, key: bytes) -> bytes:
         """``s/``, ``m/``, ``d/``… of a key of this store."""

@@ -38,7 +38,6 @@ from sessiontodo_server.domain.errors import (
     SessionNotFound,
     TodoError,
     Unavailable,
-    Unsupported,
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation
 from sessiontodo_server.domain.store import (
@@ -61,7 +60,9 @@ from sessiontodo_server.domain.todos import (
     SessionInfo,
     is_global_list,
 )
+from sessiontodo_server.stores.codec import remembered_batch, replayed_batch
 from sessiontodo_server.stores.etcd import deadlines, txns
+from sessiontodo_server.stores.etcd.batch import batch_txn, cached_reads, plan_batch, read_batch
 from sessiontodo_server.stores.etcd.cache import SessionCache, Version
 from sessiontodo_server.stores.etcd.client import EtcdClient, unavailable
 from sessiontodo_server.stores.etcd.deadlines import Deadlines
@@ -84,6 +85,10 @@ log = logging.getLogger(__name__)
 
 PRUNE_REQUESTS_EVERY = 1000
 """Every this many revisions of a session, its request ids past retention are forgotten."""
+BATCH_ATTEMPTS = 16
+"""Plans of one batch before it gives up with UNAVAILABLE (each lost to another replica's write)."""
+LEASE_SHARED_SECONDS = 60.0
+"""How long one lease takes the request ids of new batches (``_request_lease``)."""
 
 
 @dataclass
@@ -119,6 +124,8 @@ class EtcdStore:
         self._task: asyncio.Task[None] | None = None
         self._delivered = 0
         """Every change up to this cursor was handed over by the watch (or published by its writer)."""
+        self._lease: tuple[int, float] | None = None
+        """The lease new batch request ids go on, and until when (loop time)."""
         self._reached: deque[tuple[str, Sequence[Change]]] = deque()
         """Changes of this replica's writes the watch reached, whose writers may not have answered yet."""
         self.feed_epoch = ""
@@ -494,9 +501,91 @@ class EtcdStore:
         now: float,
         limits: Limits,
     ) -> BatchWritten:
-        """Not yet: one etcd Txn gives all its puts one revision, and the feed promises one cursor per
-        write, so a batch needs a cursor of its own per write first (docs/api.md)."""
-        raise Unsupported("BatchWrite is not available on the etcd store yet; send the writes one by one")
+        """Planned on what it reads at one revision and applied by one Txn comparing all of it
+        (``batch.py``); when another replica wrote meanwhile, planned again on the new state."""
+        turn = self._turns.begin()
+        try:
+            async with self._calls():
+                written = await self._write_batch(operations, request_id, fingerprint, origin, now, limits, turn.token)
+                if written.changes:
+                    await self._reached_by_watch(turn)
+                    self._publish(turn, written.changes)
+            return written
+        finally:
+            self._turns.end(turn)
+
+    async def _write_batch(
+        self,
+        operations: Sequence[Operation],
+        request_id: str,
+        fingerprint: str,
+        origin: str,
+        now: float,
+        limits: Limits,
+        token: str,
+    ) -> BatchWritten:
+        """``write_batch`` on cached versions first (``cached_reads``), refusals and no-ops only from
+        versions read now; after a lost compare, on the versions the failed Txn read."""
+        request_key = self._keys.batch_request(request_id) if request_id else b""
+        reads = cached_reads(self._cache, operations)
+        for _ in range(BATCH_ATTEMPTS):
+            if reads is None:
+                reads = await read_batch(self._client, self._keys, operations, request_key, self._location.max_txn_ops)
+            if reads.remembered is not None:
+                return replayed_batch(reads.remembered, request_id, fingerprint)
+            try:
+                plan = plan_batch(reads, operations, now=now, limits=limits)
+            except TodoError:
+                if reads.fresh:
+                    raise
+                reads = None
+                continue
+            outcomes = tuple(plan.outcomes)
+            if not plan.steps and not request_id:
+                if reads.fresh:
+                    return BatchWritten(outcomes)  # nothing to write: answered from what was read now
+                reads = None
+                continue
+            txn = batch_txn(
+                self._keys,
+                reads,
+                plan,
+                token=token,
+                origin=origin,
+                request_key=request_key,
+                remembered=remembered_batch(fingerprint, outcomes),
+                lease=await self._request_lease() if request_id else 0,
+                location=self._location,
+            )
+            try:
+                response = await self._client.txn(txn.request)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                self._lease = None  # "requested lease not found": etcd lost it (a restored backup)
+                continue
+            if response.succeeded:
+                revision = response.header.revision
+                for session_id, final in txn.finals.items():
+                    if final is None:
+                        self._cache.discard(session_id)
+                    else:
+                        self._cache.put(session_id, Version(revision, final))
+                return BatchWritten(outcomes, txn.committed(revision))
+            if request_id and (remembered := response.responses[0].response_range.kvs):
+                return replayed_batch(remembered[0].value, request_id, fingerprint)
+            reads = reads.refreshed(response, request_key)
+        raise Unavailable("the batch kept meeting other writes to its sessions; retry")
+
+    async def _request_lease(self) -> int:
+        """The lease batch request ids are remembered on: one granted for ``REQUEST_RETENTION_SECONDS``
+        and ``LEASE_SHARED_SECONDS`` more serves the batches of the next ``LEASE_SHARED_SECONDS``,
+        so each is kept at least the retention, for one grant a minute."""
+        now = asyncio.get_running_loop().time()
+        if self._lease is None or now >= self._lease[1]:
+            ttl = int(REQUEST_RETENTION_SECONDS + LEASE_SHARED_SECONDS)
+            self._lease = (await self._client.grant_lease(ttl), now + LEASE_SHARED_SECONDS)
+        return self._lease[0]
 
     async def write(
         self,

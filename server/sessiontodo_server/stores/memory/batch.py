@@ -1,16 +1,23 @@
 """A batch planned before anything of it is applied: every operation is checked against the state
 the ones before it left (kept here, staged, never in the store), so a failing one leaves the store
-untouched; the plan's steps are then applied together, without awaiting in between."""
+untouched; the plan's steps are then applied together, without awaiting in between (the memory
+store), or in one script or Txn that first checks the state read still holds (Redis, etcd)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sessiontodo_server.domain import mutations
-from sessiontodo_server.domain.batch import Create, Operation, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import Create, Operation, Outcome, Remove, Write, at_write
 from sessiontodo_server.domain.budget import info_bytes, state_bytes
-from sessiontodo_server.domain.errors import LimitExceeded, ParentMismatch, RevisionMismatch, SessionNotFound
+from sessiontodo_server.domain.errors import (
+    LimitExceeded,
+    ParentMismatch,
+    RevisionMismatch,
+    SessionNotFound,
+    TodoError,
+)
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.tenancy import tenant_of
 from sessiontodo_server.domain.todos import ChangeKind, Limits, SessionInfo, Todo, is_global_list, touched
@@ -74,11 +81,14 @@ class BatchPlan:
         removed_floor: int,
         session_count: int,
         tenant_sessions: Mapping[str, int],
-        lists: ListsAccount,
         *,
         now: float,
         limits: Limits,
+        lists: ListsAccount | None = None,
     ) -> None:
+        """``tenant_sessions``: the session count of each tenant the batch may create or remove
+        sessions of; ``lists``: the memory budget growth is checked against (None: a store that
+        keeps its own memory, Redis or etcd)."""
         self._sessions = sessions
         self._being_removed = being_removed
         self._marks = dict(removed_marks)
@@ -93,6 +103,14 @@ class BatchPlan:
         self._tenant_growth: dict[str, int] = {}
         self.steps: list[Step] = []
         self.outcomes: list[Outcome] = []
+
+    def add_all(self, operations: Sequence[Operation]) -> None:
+        """Each operation in order; a failing one raises its error naming its index (``at_write``)."""
+        for index, operation in enumerate(operations):
+            try:
+                self.add(operation)
+            except TodoError as error:
+                raise at_write(error, index) from None
 
     def add(self, operation: Operation) -> None:
         match operation:
@@ -119,7 +137,7 @@ class BatchPlan:
         """Refuse growth past the lists' share of the budget (in all, or the tenant's), counting the whole batch."""
         delta = size - staged.size
         tenant = staged.record.tenant
-        if delta > 0:
+        if delta > 0 and self._lists is not None:
             self._lists.check_batch_growth(tenant, self._growth + delta, self._tenant_growth.get(tenant, 0) + delta)
         self._growth += delta
         self._tenant_growth[tenant] = self._tenant_growth.get(tenant, 0) + delta
@@ -195,7 +213,8 @@ class BatchPlan:
             session.removed = True
             self._marks[session_id] = session.revision + 2  # above its SESSION_REMOVED's revision
             self._count -= 1
-            self._tenant_sessions[session.record.tenant] -= not is_global_list(session_id)
+            tenant = session.record.tenant
+            self._tenant_sessions[tenant] = self._tenant_sessions.get(tenant, 0) - (not is_global_list(session_id))
         parent = self._staged.get(staged.info.parent_id)
         if parent is not None:
             parent.children.discard(operation.session_id)

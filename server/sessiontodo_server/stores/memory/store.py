@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from sessiontodo_server.domain import mutations
-from sessiontodo_server.domain.batch import BatchWritten, Operation, at_write
+from sessiontodo_server.domain.batch import BatchWritten, Operation
 from sessiontodo_server.domain.budget import (
     DEFAULT_MEMORY_BUDGET,
     MemoryBudget,
@@ -33,7 +33,6 @@ from sessiontodo_server.domain.errors import (
     ParentMismatch,
     RevisionMismatch,
     SessionNotFound,
-    TodoError,
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
@@ -505,15 +504,11 @@ class MemoryStore:
             self._removed_floor,
             len(self._sessions) + len(self._being_created) - 1,
             self._tenant_sessions,
-            self._lists,
             now=now,
             limits=limits,
+            lists=self._lists,
         )
-        for index, operation in enumerate(operations):
-            try:
-                plan.add(operation)
-            except TodoError as error:
-                raise at_write(error, index) from None
+        plan.add_all(operations)
         outcomes = tuple(plan.outcomes)
         remembered_size = self._batches.check_room(outcomes) if request_id else 0
         # Nothing from here on awaits or fails: the batch is accepted whole, in one group commit.

@@ -28,16 +28,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Remove, at_write
-from sessiontodo_server.domain.budget import MemoryBudget
+from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Remove
 from sessiontodo_server.domain.errors import (
-    BatchRequestIdReused,
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
     RevisionMismatch,
     SessionNotFound,
-    TodoError,
     TodoNotFound,
     Unavailable,
 )
@@ -57,14 +54,13 @@ from sessiontodo_server.domain.todos import (
     todo_bytes,
 )
 from sessiontodo_server.stores.codec import (
-    decode_outcomes,
     encode_entries,
     encode_json,
-    encode_outcomes,
     encode_todo,
+    remembered_batch,
+    replayed_batch,
     todo_from_fields,
 )
-from sessiontodo_server.stores.memory.accounting import ListsAccount
 from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
 from sessiontodo_server.stores.memory.records import SessionRecord
 from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
@@ -388,12 +384,12 @@ class RedisStore:
         for _ in range(_BATCH_ATTEMPTS):
             async with self._reachable():
                 if request_id and (remembered := await self._redis.get(self._batch_key(request_id))) is not None:
-                    return _replayed(remembered, request_id, fingerprint)
+                    return replayed_batch(remembered, request_id, fingerprint)
                 plan, read, count = await self._plan(operations, now, limits)
                 outcomes = tuple(plan.outcomes)
                 arguments = self._args(
                     request_id,
-                    encode_json([fingerprint, encode_outcomes(outcomes)]),
+                    remembered_batch(fingerprint, outcomes),
                     origin,
                     encode_json(read),
                     encode_json(count),
@@ -402,7 +398,7 @@ class RedisStore:
                 reply = await self._scripts.batch([self._counters], arguments)
             outcome = as_text(reply[0])
             if outcome == "request":
-                return _replayed(reply[1], request_id, fingerprint)
+                return replayed_batch(reply[1], request_id, fingerprint)
             if outcome == "ok":
                 changes = tuple(decode_entry(data)[0] for data in reply[2:])
                 if changes:
@@ -451,15 +447,10 @@ class RedisStore:
             floor,
             max(count, 0),
             tenant_sessions,
-            ListsAccount(_NO_BUDGET),
             now=now,
             limits=limits,
         )
-        for index, operation in enumerate(operations):
-            try:
-                plan.add(operation)
-            except TodoError as error:
-                raise at_write(error, index) from None
+        plan.add_all(operations)
         starts = {step.session_id: step.revision for step in plan.steps if isinstance(step, CreateStep)}
         read = [
             [
@@ -599,17 +590,6 @@ def _operation(mutation: Mutation) -> list[Any]:
 
 _BATCH_ATTEMPTS = 16
 """Plans of one batch before it gives up with UNAVAILABLE (each lost to another replica's write)."""
-
-_NO_BUDGET = MemoryBudget(1 << 62)
-"""Redis keeps its own memory; the lists' budget is the memory store's."""
-
-
-def _replayed(remembered: bytes | str, request_id: str, fingerprint: str) -> BatchWritten:
-    """The first batch's outcomes for a request id, or BatchRequestIdReused for another batch's."""
-    first, outcomes = json.loads(remembered)
-    if first != fingerprint:
-        raise BatchRequestIdReused(request_id.partition("\n")[2])
-    return BatchWritten(decode_outcomes(outcomes))
 
 
 def _steps(steps: Sequence[Step]) -> list[list[Any]]:
