@@ -1,31 +1,24 @@
-"""Configuration of the ACP proxy, read once from flags and ``SESSIONTODO_ACP_*`` environment variables."""
+"""Configuration of the ACP proxy, read once from flags and ``SESSIONTODO_ACP_*`` environment variables.
+
+Importing it loads gRPC (through the typed client): it is imported once the agent has started
+(see ``launch``), or for ``--help``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-if TYPE_CHECKING:
-    from sessiontodo_client.retry import RetryPolicy
-    from sessiontodo_client.security import ChannelSecurity
-
+from sessiontodo_client.retry import RetryPolicy
+from sessiontodo_client.security import ServiceSecurity
+from sessiontodo_common.command_line import parse_settings
 
 PROG = "sessiontodo-acp-proxy"
 
 HELP_GROUPS = {
-    "connection to sessiontodo": [
-        "address",
-        "tls",
-        "ca_file",
-        "client_cert",
-        "client_key",
-        "token",
-        "token_file",
-    ],
+    "connection to sessiontodo": ["address", *ServiceSecurity.model_fields],
     "retries of sessiontodo writes": ["retry_initial", "retry_max", "retry_attempts", "retry_deadline"],
     "the agent and its sessions": ["agent_exit_timeout", "drain_timeout", "idle_ttl", "max_line_bytes"],
 }
@@ -35,7 +28,7 @@ EXAMPLES = (
 )
 
 
-class ProxySettings(BaseSettings):
+class ProxySettings(BaseSettings, ServiceSecurity):
     """Run an ACP agent behind a transparent stdio proxy that keeps its plans in sessiontodo.
 
     The editor starts the proxy as its agent; the agent command follows --. Every knob is a flag or
@@ -47,15 +40,12 @@ class ProxySettings(BaseSettings):
         env_prefix="SESSIONTODO_ACP_", cli_kebab_case=True, cli_prog_name="sessiontodo-acp-proxy"
     )
 
-    address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC service.")
-    # sessiontodo_client.ServiceConnection's fields, declared here because importing that package loads
-    # gRPC, which must wait until the agent is started (see launch); channel_security() shares its reading.
-    tls: bool = Field(False, description="Use TLS to sessiontodo (implied by --ca-file and --client-cert).")
-    ca_file: Path | None = Field(None, description="PEM CA bundle that signed sessiontodo's certificate.")
-    client_cert: Path | None = Field(None, description="PEM client certificate for mutual TLS.")
-    client_key: Path | None = Field(None, description="PEM private key of --client-cert.")
-    token: SecretStr | None = Field(None, description="Bearer token for sessiontodo (prefer --token-file).")
-    token_file: Path | None = Field(None, description="File holding the bearer token (whitespace trimmed).")
+    # --address, not the gateways' --sessiontodo-address: the flag editors' configurations already name.
+    address: str = Field(
+        "127.0.0.1:50051",
+        json_schema_extra={"metavar": "HOST:PORT"},
+        description="host:port of the sessiontodo gRPC server.",
+    )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr, never stdout.")
     agent_exit_timeout: float = Field(
         5.0, ge=0, description="Seconds the agent gets to exit after the editor closes the proxy's input."
@@ -83,26 +73,8 @@ class ProxySettings(BaseSettings):
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
         """Settings from the proxy's own flags (everything before ``--``), the environment and defaults;
         ``--help`` prints the help and a wrong flag or value one line, and both exit (0 and 2)."""
-        from sessiontodo_client.command_line import UsageError, fail, parse_settings
-
-        try:
-            return parse_settings(
-                cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES
-            )
-        except UsageError as error:
-            fail(PROG, str(error))
-
-    def channel_security(self) -> ChannelSecurity:
-        """TLS material and token for sessiontodo, read from their files (``OSError``/``ValueError`` if unusable)."""
-        from sessiontodo_client.security import ChannelSecurity  # gRPC loads after the agent started
-
-        return ChannelSecurity.from_files(
-            tls=self.tls,
-            ca_file=self.ca_file,
-            client_cert=self.client_cert,
-            client_key=self.client_key,
-            token=self.token,
-            token_file=self.token_file,
+        return parse_settings(
+            cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES
         )
 
     def session_idle_ttl(self) -> float | None:
@@ -110,8 +82,6 @@ class ProxySettings(BaseSettings):
 
     def retry_policy(self) -> RetryPolicy:
         """How a sessiontodo write (one job) and the channel's reconnects back off."""
-        from sessiontodo_client.retry import RetryPolicy  # gRPC loads after the agent started (see launch)
-
         return RetryPolicy(
             attempts=self.retry_attempts,
             initial=self.retry_initial,

@@ -25,6 +25,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import Any, TypeVar
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
@@ -65,8 +66,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Event = TypeVar("Event", WatchEvent, FeedEvent)
 
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
+"""``sessiontodo.v1.TodoService``: the name gRPC health checking reports the service under."""
+
 MAX_BATCH_WRITES = 1000
 """The most writes one ``batch_write`` takes (``BatchWriteRequest.writes``: 1 to 1000, todo_service.proto)."""
+
 KEEPALIVE_TIME_MS = 30_000
 """How often an idle connection is pinged: well above the 10 s sessiontodo servers accept."""
 
@@ -76,6 +81,7 @@ class TodoClient:
 
     def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy = DEFAULT_RETRY, timeout: float = 10.0) -> None:
         self._stub = pb_grpc.TodoServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
         self._channel = channel
         self._retry = retry
         self._timeout = timeout
@@ -132,6 +138,13 @@ class TodoClient:
             return await self._retry.run(lambda: rpc(request, timeout=self._timeout), on_retry=on_retry)
         except grpc.aio.AioRpcError as error:
             raise service_error(error) from None
+
+    async def serving(self) -> bool:
+        """Whether the TodoService reports SERVING to gRPC health checking, asked once over this client's
+        channel (so with its TLS and token); raises the status code's ``ServiceError`` when unanswered."""
+        request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
+        response = await self._call(self._health.Check, request, retry=False)
+        return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def create_session(
         self,

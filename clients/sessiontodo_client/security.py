@@ -1,11 +1,13 @@
 """How a client reaches a secured sessiontodo server: TLS, a client certificate, a bearer token.
 
 ``ChannelSecurity`` holds the material; ``ServiceConnection`` is the settings block every gateway
-shares (flags and environment: ``--tls``, ``--ca-file``, ``--client-cert``, ``--client-key``,
-``--token``, ``--token-file``). A token travels only over TLS or to a loopback address
-(``localhost``, 127.0.0.0/8, ``[::1]``): anything else is refused before a channel exists, so a
-token never crosses a network in clear text. ``host_allowed`` and ``origin_allowed`` are the other
-side: the checks the HTTP gateways (OpenCode sidecar, MCP) make of a request against DNS rebinding.
+shares (flags and environment: ``--sessiontodo-address``, and ``ServiceSecurity``'s ``--tls``,
+``--ca-file``, ``--client-cert``, ``--client-key``, ``--token``, ``--token-file``, which the ACP
+proxy takes beside its own ``--address``), shown in ``--help`` under ``CONNECTION_GROUP``. A
+token travels only over TLS or to a loopback address (``localhost``, 127.0.0.0/8, ``[::1]``):
+anything else is refused before a channel exists, so a token never crosses a network in clear text.
+``host_allowed`` and ``origin_allowed`` are the other side: the checks the HTTP gateways (OpenCode
+sidecar, MCP) make of a request against DNS rebinding.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from urllib.parse import urlsplit
 
 import grpc
 from pydantic import BaseModel, Field, SecretStr
+
+from sessiontodo_common.addresses import is_loopback_host
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class ChannelSecurity:
         token: SecretStr | None,
         token_file: Path | None,
     ) -> ChannelSecurity:
-        """The material the gateways' flags name (see ``ServiceConnection``), read from its files."""
+        """The material the gateways' flags name (see ``ServiceSecurity``), read from its files."""
         if token is not None and token_file is not None:
             raise ValueError("give --token or --token-file, not both")
         secret = token.get_secret_value() if token is not None else None
@@ -99,18 +103,8 @@ def is_loopback(target: str) -> bool:
     return is_loopback_host(host)
 
 
-def is_loopback_host(host: str) -> bool:
-    """Whether a host (``localhost``, an IP address, ``[v6]``) is this machine, never resolving a name."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve to anything
-
-
-class ServiceConnection(BaseModel):
-    """The gateways' settings for reaching sessiontodo securely (mixed into their ``Settings``)."""
+class ServiceSecurity(BaseModel):
+    """How securely a program reaches sessiontodo: TLS, client certificate, token (mixed into its settings)."""
 
     tls: bool = Field(
         default=False, description="Connect to sessiontodo with TLS (implied by --ca-file and --client-cert)."
@@ -135,6 +129,20 @@ class ServiceConnection(BaseModel):
             token=self.token,
             token_file=self.token_file,
         )
+
+
+class ServiceConnection(ServiceSecurity):
+    """The gateways' settings for reaching sessiontodo, and securely (mixed into their ``Settings``)."""
+
+    sessiontodo_address: str = Field(
+        default="127.0.0.1:50051",
+        json_schema_extra={"metavar": "HOST:PORT"},
+        description="host:port of the sessiontodo gRPC server.",
+    )
+
+
+CONNECTION_GROUP = {"connection to sessiontodo": ["sessiontodo_address", *ServiceSecurity.model_fields]}
+"""The option group every gateway's ``--help`` shows first (``sessiontodo_common.command_line``)."""
 
 
 def host_allowed(host_header: str, allowed_hosts: Sequence[str]) -> bool:

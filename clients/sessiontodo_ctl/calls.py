@@ -30,6 +30,7 @@ from sessiontodo_client import (
     UpdatedTodo,
     WatchEvent,
 )
+from sessiontodo_client.client import SERVICE_NAME
 from sessiontodo_client.conversions import (
     added_todo_from_pb,
     priority_to_pb,
@@ -44,8 +45,6 @@ from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResum
 
 T = TypeVar("T")
 Event = TypeVar("Event", WatchEvent, FeedEvent)
-
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TodoService"].full_name
 
 ORIGIN = "sessiontodoctl"
 """Every write says it came from here, so gateways and feeds can tell an operator's hand."""

@@ -9,12 +9,14 @@ import sys
 from mcp.server.stdio import stdio_server
 
 from sessiontodo_client import ChannelSecurity, TodoClient
-from sessiontodo_mcp.cli import parse_settings
+from sessiontodo_common.command_line import fail, log_to_stderr, parse_settings
 from sessiontodo_mcp.http import PATH, http_app, serve_http
 from sessiontodo_mcp.server import build_server
-from sessiontodo_mcp.settings import Settings, Transport
+from sessiontodo_mcp.settings import EXAMPLES, HELP_GROUPS, Settings, Transport
 
 log = logging.getLogger("sessiontodo_mcp")
+
+PROG = "sessiontodo-mcp"
 
 
 async def serve(settings: Settings, security: ChannelSecurity, token: str | None) -> None:
@@ -34,10 +36,10 @@ async def serve(settings: Settings, security: ChannelSecurity, token: str | None
 
 
 def main() -> None:
-    settings = parse_settings(sys.argv[1:])
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
+    if refusal := settings.refusal():
+        fail(PROG, refusal)
+    log_to_stderr(settings.log_level)
     if logging.getLogger().level > logging.DEBUG:  # the SDK logs every request at INFO
         logging.getLogger("mcp").setLevel(logging.WARNING)
     try:  # the CA, certificate and token files, read once before serving

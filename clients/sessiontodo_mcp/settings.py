@@ -1,4 +1,4 @@
-"""Configuration of ``sessiontodo-mcp``, read once from flags (``cli``) and ``SESSIONTODO_MCP_*`` variables."""
+"""Configuration of ``sessiontodo-mcp``, read once from flags and ``SESSIONTODO_MCP_*`` variables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
-from sessiontodo_client.security import is_loopback_host
+from sessiontodo_client.security import CONNECTION_GROUP
+from sessiontodo_common.addresses import is_loopback_host
 
 
 class Transport(StrEnum):
@@ -18,21 +19,19 @@ class Transport(StrEnum):
 
 
 class Settings(BaseSettings, ServiceConnection):
-    """Every knob of the MCP server; flags win over environment variables, which win over defaults.
+    """An MCP server (stdio or streamable HTTP) whose tools (todo_read, todo_write, todo_update) and
+    resource (sessiontodo://sessions/{id}/todos) are a sessiontodo session's todo list.
 
-    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``.
+    Every knob is a flag or a SESSIONTODO_MCP_* environment variable; flags win over the
+    environment, which wins over the defaults.
     """
 
-    model_config = SettingsConfigDict(env_prefix="SESSIONTODO_MCP_")
-
-    sessiontodo_address: str = Field(
-        "127.0.0.1:50051",
-        json_schema_extra={"metavar": "HOST:PORT"},
-        description="host:port of the sessiontodo gRPC server.",
+    model_config = SettingsConfigDict(
+        env_prefix="SESSIONTODO_MCP_", cli_kebab_case=True, cli_prog_name="sessiontodo-mcp"
     )
+
     transport: Transport = Field(
         Transport.STDIO,
-        json_schema_extra={"metavar": "{stdio,http}"},
         description="stdio: one MCP client on stdin/stdout (what an agent launches); http: MCP streamable HTTP.",
     )
     session_id: str | None = Field(
@@ -111,3 +110,17 @@ class Settings(BaseSettings, ServiceConnection):
                 "network is trusted"
             )
         return None
+
+
+HELP_GROUPS = {
+    **CONNECTION_GROUP,
+    "serving MCP": ["transport", "session_id", "idle_ttl"],
+    "over HTTP": ["host", "port", "http_token", "http_token_file", "insecure", "allowed_hosts", "allowed_origins"],
+}
+"""The option groups of ``--help``, the connection first as in every gateway's."""
+
+EXAMPLES = (
+    "sessiontodo-mcp                                    # stdio, a new session for this process",
+    "sessiontodo-mcp --session-id build-42              # stdio, that session's list",
+    "sessiontodo-mcp --transport http --port 50060      # http://127.0.0.1:50060/mcp, a session per MCP session",
+)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from sessiontodo_client import TodoClient
-from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_client import ServiceError, TodoClient
+from sessiontodo_common.command_line import fail, log_to_stderr, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.settings import SIDECAR_EXAMPLES, SIDECAR_GROUPS, Settings
 from sessiontodo_opencode.sidecar import ListenError, StartupError, start_sidecar
 
@@ -20,24 +17,20 @@ log = logging.getLogger("sessiontodo_opencode")
 PROG = "sessiontodo-opencode"
 
 
-HEALTH_CHECK_TIMEOUT = 5.0
-
-
-async def check_sessiontodo(address: str) -> None:
-    """Say at start-up when sessiontodo does not answer, rather than with 503s later."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        request = health_pb2.HealthCheckRequest(service="sessiontodo.v1.TodoService")
-        try:
-            response = await health_pb2_grpc.HealthStub(channel).Check(request, timeout=HEALTH_CHECK_TIMEOUT)
-        except grpc.aio.AioRpcError as error:
-            log.error(
-                "sessiontodo at %s is unreachable (%s): requests fail with 503 until it answers"
-                " (--sessiontodo-address / SESSIONTODO_OPENCODE_SESSIONTODO_ADDRESS)",
-                address,
-                error.code().name,
-            )
-            return
-    if response.status != health_pb2.HealthCheckResponse.SERVING:
+async def check_sessiontodo(client: TodoClient, address: str) -> None:
+    """Say at start-up when sessiontodo does not answer, rather than with 503s later. Asked over the
+    sidecar's own channel, so with the TLS and token its calls use."""
+    try:
+        serving = await client.serving()
+    except ServiceError as error:
+        log.error(
+            "sessiontodo at %s is unreachable (%s): requests fail with 503 until it answers"
+            " (--sessiontodo-address / SESSIONTODO_OPENCODE_SESSIONTODO_ADDRESS)",
+            address,
+            error.code.name,
+        )
+        return
+    if not serving:
         log.warning("sessiontodo at %s is not serving yet", address)
 
 
@@ -46,11 +39,8 @@ async def serve(settings: Settings) -> None:
     async with TodoClient.connect(settings.sessiontodo_address, security=security) as client:
         running = await start_sidecar(settings, client)
         log.info("serving OpenCode on %s for sessiontodo at %s", running.url, settings.sessiontodo_address)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await check_sessiontodo(settings.sessiontodo_address)  # a signal meanwhile stops right after it
+        stop = stop_requested()
+        await check_sessiontodo(client, settings.sessiontodo_address)  # a signal meanwhile stops right after it
         await stop.wait()
         await running.stop()
 
@@ -72,14 +62,9 @@ def _run(settings: Settings) -> None:
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=SIDECAR_GROUPS, examples=SIDECAR_EXAMPLES)
-    except UsageError as error:
-        fail(PROG, str(error))
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=SIDECAR_GROUPS, examples=SIDECAR_EXAMPLES)
+    log_to_stderr(settings.log_level)
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ _ERROR_TABLE: dict[grpc.StatusCode, tuple[int, str]] = {
 
 def error_response(status: int, name: str, message: str, kind: str | None = None) -> Response:
     body = ErrorBody(name=name, data=ErrorData(message=message, kind=kind))
-    return Response(body.model_dump_json(exclude_none=True), status_code=status, media_type="application/json")
+    return Response(body.model_dump_json(), status_code=status, media_type="application/json")
 
 
 def service_error_response(error: ServiceError, session_id: str) -> Response:

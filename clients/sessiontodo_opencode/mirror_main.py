@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 import httpx
 
 from sessiontodo_client import TodoClient
-from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, log_to_stderr, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.mirror import OpenCodeImporter
 from sessiontodo_opencode.settings import MIRROR_EXAMPLES, MIRROR_GROUPS, MirrorSettings
 
@@ -28,10 +28,7 @@ async def serve(settings: MirrorSettings) -> None:
     ):
         log.info("mirroring OpenCode at %s into sessiontodo at %s", settings.opencode, settings.sessiontodo_address)
         mirroring = asyncio.create_task(OpenCodeImporter(client, http).run())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_requested()
         await stop.wait()
         mirroring.cancel()
         await asyncio.gather(mirroring, return_exceptions=True)
@@ -45,17 +42,10 @@ def _run(settings: MirrorSettings) -> None:
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(
-            MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES
-        )
-    except UsageError as error:
-        fail(PROG, str(error))
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    settings = parse_settings(MirrorSettings, sys.argv[1:], prog=PROG, groups=MIRROR_GROUPS, examples=MIRROR_EXAMPLES)
+    log_to_stderr(settings.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":

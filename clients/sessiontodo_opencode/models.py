@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 KNOWN_STATUSES = ("pending", "in_progress", "completed", "cancelled")
 """The statuses every OpenCode UI knows; others are stored and returned as given."""
@@ -265,9 +265,18 @@ class Project(_Wire):
 
 
 class ErrorData(_Wire):
+    """What an error body says. ``kind`` appears only where it is known: an error object carries no nulls."""
+
     message: str
     kind: str | None = None
     """Where a 400's problem is (``Payload``: the body), as upstream's BadRequest says."""
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_kind(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = serialize(self)
+        if self.kind is None:
+            data.pop("kind", None)
+        return data
 
 
 class TaggedErrorBody(_Wire):

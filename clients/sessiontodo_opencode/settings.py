@@ -9,7 +9,8 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
-from sessiontodo_client.security import is_loopback_host
+from sessiontodo_client.security import CONNECTION_GROUP
+from sessiontodo_common.addresses import is_loopback_host
 
 
 class Settings(BaseSettings, ServiceConnection):
@@ -23,7 +24,6 @@ class Settings(BaseSettings, ServiceConnection):
         env_prefix="SESSIONTODO_OPENCODE_", cli_kebab_case=True, cli_prog_name="sessiontodo-opencode"
     )
 
-    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     directory: str = Field(
         default_factory=os.getcwd,
         description="The directory this instance serves, as OpenCode's: sessions without a directory label "
@@ -115,7 +115,6 @@ class MirrorSettings(BaseSettings, ServiceConnection):
         validation_alias=AliasChoices("opencode_password", "OPENCODE_SERVER_PASSWORD"),
         description="Basic auth password for an OpenCode server started with OPENCODE_SERVER_PASSWORD.",
     )
-    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr.")
 
     @field_validator("opencode")
@@ -127,9 +126,6 @@ class MirrorSettings(BaseSettings, ServiceConnection):
             raise ValueError(f"expected the server's URL, such as http://127.0.0.1:4096, got {value!r}")
         return value
 
-
-CONNECTION_GROUP = {"connection to sessiontodo": ["sessiontodo_address", *ServiceConnection.model_fields]}
-"""The option group every gateway's ``--help`` shows first."""
 
 SIDECAR_GROUPS = {
     **CONNECTION_GROUP,

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 from sessiontodo_client import TodoClient
+from sessiontodo_common.command_line import fail, log_to_stderr, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_opencode.sidecar import ListenError, StartupError
-from sessiontodo_web.settings import Settings
+from sessiontodo_web.settings import EXAMPLES, HELP_GROUPS, Settings
 from sessiontodo_web.web import start_web
 
 log = logging.getLogger("sessiontodo_web")
+
+PROG = "sessiontodo-web"
 
 
 async def serve(settings: Settings) -> None:
@@ -26,29 +29,27 @@ async def serve(settings: Settings) -> None:
             )
         else:
             log.info("sign in at %s with the viewer token", running.sign_in_url)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_requested()
         await stop.wait()
         await running.stop()
 
 
-def main() -> None:
-    settings = Settings(_cli_parse_args=sys.argv[1:])  # type: ignore[call-arg]
-    logging.basicConfig(
-        stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _run(settings: Settings) -> None:
     try:
         asyncio.run(serve(settings))
     except StartupError as error:
         log.critical("%s", error)
         sys.exit(1)
-    except (OSError, ValueError) as error:  # the CA, certificate, key or token files
-        sys.exit(f"sessiontodo-web: {error}")
     except ListenError as error:
-        print(f"sessiontodo-web: {error}; set another with --port / SESSIONTODO_WEB_PORT", file=sys.stderr)
-        sys.exit(2)
+        fail(PROG, f"{error}; set another with --port / SESSIONTODO_WEB_PORT")
+    except (OSError, ValueError) as error:  # the CA, certificate, key or token files
+        fail(PROG, str(error))
+
+
+def main() -> None:
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=EXAMPLES)
+    log_to_stderr(settings.log_level)
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":

@@ -8,21 +8,22 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client import ServiceConnection
-from sessiontodo_client.security import is_loopback_host
+from sessiontodo_client.security import CONNECTION_GROUP
+from sessiontodo_common.addresses import is_loopback_host
 
 
 class Settings(BaseSettings, ServiceConnection):
-    """Every knob of the board; flags win over environment variables, which win over defaults.
+    """Serve the live web board of every session's todo list, for people, over sessiontodo.
 
-    The connection to sessiontodo (TLS, client certificate, token) comes from ``ServiceConnection``:
-    the board reads and writes as that token's tenant, like any client.
+    The board reads and writes as its sessiontodo token's tenant, like any client. Every knob is a
+    flag or a SESSIONTODO_WEB_* environment variable; flags win over the environment, which wins
+    over the defaults.
     """
 
     model_config = SettingsConfigDict(
         env_prefix="SESSIONTODO_WEB_", cli_kebab_case=True, cli_prog_name="sessiontodo-web"
     )
 
-    sessiontodo_address: str = Field("127.0.0.1:50051", description="host:port of the sessiontodo gRPC server.")
     host: str = Field("127.0.0.1", description="Address to serve the board on.")
     port: int = Field(8080, ge=0, le=65535, description="Port to serve the board on; 0 picks a free one.")
     viewer_token: SecretStr | None = Field(
@@ -101,6 +102,24 @@ class Settings(BaseSettings, ServiceConnection):
         return self.viewer_token.get_secret_value() if self.viewer_token else None
 
 
-# --help shows each flag's environment variable.
-for _name, _field in Settings.model_fields.items():
-    _field.description = f"{_field.description or ''} [env SESSIONTODO_WEB_{_name.upper()}]".lstrip()
+HELP_GROUPS = {
+    **CONNECTION_GROUP,
+    "serving the board": ["host", "port", "https_cert", "https_key", "max_body_bytes", "shutdown_grace"],
+    "signing in": ["viewer_token", "viewer_token_file", "username", "password", "sign_in_lifetime"],
+    "security": ["insecure", "allowed_hosts"],
+    "the feed and the pages": [
+        "heartbeat_interval",
+        "feed_timeout",
+        "resume_window",
+        "changes_per_session",
+        "subscriber_buffer",
+        "ready_timeout",
+    ],
+}
+"""The option groups of ``--help``, the connection first as in every gateway's."""
+
+EXAMPLES = (
+    "sessiontodo-web                       # http://127.0.0.1:8080 for sessiontodo at 127.0.0.1:50051",
+    "sessiontodo-web --port 8081 --sessiontodo-address 127.0.0.1:50052",
+    "sessiontodo-web --viewer-token-file viewer.token --token-file board.token",
+)

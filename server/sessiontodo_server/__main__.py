@@ -17,7 +17,8 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sessiontodo_client.command_line import UsageError, fail, parse_settings, run_command
+from sessiontodo_common.command_line import fail, parse_settings, run_command
+from sessiontodo_common.stop_signals import stop_requested
 from sessiontodo_server.app import ListenError, StartupError, start_server
 from sessiontodo_server.domain.store import StoreInUseError, StoreStartupError
 from sessiontodo_server.event_loop import loop_factory
@@ -45,11 +46,8 @@ def settle_garbage_collector() -> None:
 async def serve(settings: Settings) -> None:
     running = await start_server(settings)
     settle_garbage_collector()  # once the store is loaded: its sessions live as long as the process
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, running.reload)
+    stop = stop_requested()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, running.reload)
     await stop.wait()
     await running.stop()
 
@@ -97,12 +95,9 @@ def _run(settings: Settings) -> None:
 
 
 def main() -> None:
-    try:
-        settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=HELP_EXAMPLES)
-    except UsageError as error:
-        fail(PROG, str(error))
+    settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=HELP_GROUPS, examples=HELP_EXAMPLES)
     configure_logging(settings.log_level, settings.log_format)
-    run_command(PROG, lambda: _run(settings), debug=lambda: settings.log_level.upper() == "DEBUG")
+    run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -10,6 +9,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sessiontodo_common.addresses import is_loopback_host
 from sessiontodo_server.domain.budget import DEFAULT_BUDGET, MemoryBudget
 from sessiontodo_server.domain.todos import MAX_IDLE_TTL, Limits
 
@@ -159,13 +159,13 @@ class Settings(BaseSettings):
             return "--tls-cert and --tls-key go together"
         if self.tls_client_ca is not None and self.tls_cert is None:
             return "--tls-client-ca needs --tls-cert and --tls-key"
-        if self.metrics_port is not None and not (_is_loopback(self.metrics_host) or self.insecure):
+        if self.metrics_port is not None and not (is_loopback_host(self.metrics_host) or self.insecure):
             return (
                 f"refusing to serve metrics on {self.metrics_host!r}: the metrics endpoint is plain HTTP without "
                 "tokens, open to anyone who can reach it; bind it to 127.0.0.1, or pass --insecure if the network "
                 "is trusted"
             )
-        if _is_loopback(self.host) or self.insecure or (self.tls_cert is not None and self.auth_file is not None):
+        if is_loopback_host(self.host) or self.insecure or (self.tls_cert is not None and self.auth_file is not None):
             return None
         needed = (("--tls-cert/--tls-key", self.tls_cert), ("--auth-file", self.auth_file))
         missing = " and ".join(flag for flag, value in needed if value is None)
@@ -212,18 +212,17 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve to anything
-
-
 HELP_GROUPS = {
     "listening": ["host", "port", "reuse_port", "reflection", "event_loop", "shutdown_grace"],
-    "data": ["store", "durability", "history_limit", "feed_history", "default_idle_ttl", "expiry_interval"],
+    "data": [
+        "store",
+        "durability",
+        "redis_wait_replicas",
+        "history_limit",
+        "feed_history",
+        "default_idle_ttl",
+        "expiry_interval",
+    ],
     "security": ["tls_cert", "tls_key", "tls_client_ca", "auth_file", "insecure"],
     "logs, metrics and traces": ["log_level", "log_format", "log_requests", "metrics_port", "metrics_host", "tracing"],
     "watches": ["watch_buffer", "progress_interval"],

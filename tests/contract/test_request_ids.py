@@ -1,6 +1,7 @@
 """AddTodo request ids: a retry gets the first result, a reused id asking for something else is
-FAILED_PRECONDITION, ids are per session, and they are remembered for at least an hour and
-10,000 writes of their session (also across a restart of the sqlite store)."""
+FAILED_PRECONDITION, ids are per session (through a server on every store: ``store_url``), and they
+are remembered for at least an hour and 10,000 writes of their session (also across a restart of
+the sqlite store)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,6 @@ from sessiontodo_server.domain.todos import Todo as DomainTodo
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import SqliteJournal
 from tests.support import ManualClock
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'todos.db'}"
 
 
 async def test_a_retry_returns_the_first_result_and_adds_nothing(start: Callable[..., Any], store_url: str) -> None:

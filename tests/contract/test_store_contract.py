@@ -38,6 +38,7 @@ from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.redis import RedisStore
 from sessiontodo_server.stores.sqlite import open_sqlite_store
 from tests.support.etcd_cluster import EtcdCluster
+from tests.support.markers import ON_ETCD, ON_REDIS
 from tests.support.redis_server import RedisServer
 
 HISTORY = 4
@@ -48,8 +49,8 @@ ENGINES = [
     "memory",
     "sqlite",
     "sqlite-fsync",
-    pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.peer, pytest.mark.process]),
-    pytest.param("etcd", marks=[pytest.mark.etcd, pytest.mark.peer, pytest.mark.process]),
+    pytest.param("redis", marks=ON_REDIS),
+    pytest.param("etcd", marks=ON_ETCD),
 ]
 
 

@@ -12,6 +12,10 @@ import pytest
 
 HEAVY_MARKERS = frozenset({"slow", "process", "peer", "redis", "etcd"})
 """What the unit tier never holds."""
+ON_REDIS = (pytest.mark.redis, pytest.mark.peer, pytest.mark.process)
+"""The marks of a test run against a real redis-server of its own."""
+ON_ETCD = (pytest.mark.etcd, pytest.mark.peer, pytest.mark.process)
+"""The marks of a test run against a real etcd of its own."""
 
 _STARTING_A_PROCESS = frozenset(
     {"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork", "os.forkpty"}

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient
+from sessiontodo_client import ChangeKind, InvalidArgument, NotFound, RetryPolicy, Todo, TodoClient, Unavailable
 from sessiontodo_server.app import RunningServer
 from tests.support import ServerProcess, free_port
 
@@ -54,6 +54,16 @@ async def test_the_watch_resumes_after_a_server_restart_without_loss_or_duplicat
     finally:
         server.__exit__(None, None, None)
         restarted.__exit__(None, None, None)
+
+
+async def test_a_running_server_reports_its_todo_service_serving(client: TodoClient) -> None:
+    assert await client.serving() is True
+
+
+async def test_asking_an_address_where_nothing_listens_whether_it_serves_is_unavailable() -> None:
+    async with TodoClient.connect(f"127.0.0.1:{free_port()}") as client:
+        with pytest.raises(Unavailable):
+            await client.serving()
 
 
 async def test_the_watch_raises_not_found_for_an_unknown_session(client: TodoClient) -> None:

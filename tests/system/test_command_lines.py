@@ -215,6 +215,18 @@ def test_the_mirror_without_its_opencode_url_says_which_flag_is_missing() -> Non
     assert result.returncode == 2
 
 
+def test_a_mistyped_web_board_flag_is_one_line_with_the_flag_it_probably_meant() -> None:
+    result = run("sessiontodo_web", "--prot", "8081")
+    assert only_line(result) == "sessiontodo-web: unknown flag --prot; did you mean --port? (--help lists the flags)"
+    assert result.returncode == 2
+
+
+def test_flags_that_contradict_each_other_are_one_line_naming_both() -> None:
+    result = run("sessiontodo_web", "--viewer-token", "a", "--viewer-token-file", "b")
+    assert only_line(result) == "sessiontodo-web: give --viewer-token or --viewer-token-file, not both"
+    assert result.returncode == 2
+
+
 def test_a_mistyped_acp_proxy_flag_is_one_line() -> None:
     result = run(
         "sessiontodo_acp", "--adress", "127.0.0.1:1", "--", sys.executable, "-c", "import time; time.sleep(30)"

@@ -2,7 +2,8 @@
 
 Each document runs in one bash session, in the checkout, inside its own network and process
 namespaces (``unshare``): the documented ports (50051, 4096, 6379…) are free there, and every
-process a document starts ends with it. The session's PATH lacks the venv, as a newcomer's does,
+process a document starts ends with it (``--kill-child``: even when the runner gives up on a
+command that never ends, or is itself stopped). The session's PATH lacks the venv, as a newcomer's does,
 so a document must say how to get the venv's tools.
 
 - ``sh``/``bash`` blocks: every command must succeed (exit 0).
@@ -48,6 +49,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"sh", "bash", "shell"}
 MARKER = re.compile(r"^<!--\s*doc-runner:\s*(\w+)\s*-->$")
 COMMAND_TIMEOUT = 120.0
+CLOSE_GRACE = 15.0
+"""Seconds a document's bash gets to end by itself once its input is closed, before it is killed."""
 SERVER_START_TIMEOUT = 90.0
 VENV_BIN = str(Path(sys.executable).parent)
 
@@ -168,7 +171,9 @@ class Session:
         env = {k: v for k, v in os.environ.items() if k not in outer}
         env.update(PATH=path, TMPDIR=str(self.scratch))
         self.process = subprocess.Popen(
-            ["unshare", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "bash", "--norc"],
+            # --kill-child: when unshare ends, its bash (the namespace's init) is killed, and with it
+            # every process of the namespace, whatever the bash was doing.
+            ["unshare", "--map-root-user", "--net", "--pid", "--kill-child", "--mount-proc", "bash", "--norc"],
             stdin=subprocess.PIPE,
             cwd=ROOT,
             env=env,
@@ -215,10 +220,11 @@ class Session:
         raise AssertionError(f"{command.where}: no end within its time limit: {command.text}\n{output.read_text()}")
 
     def close(self) -> None:
+        """End the bash and every process the document started (a command still running included)."""
         if self.process.stdin is not None:
             self.process.stdin.close()
         try:
-            self.process.wait(15)
+            self.process.wait(CLOSE_GRACE)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -299,3 +305,59 @@ def test_the_document_runs_as_written(document: Path, tmp_path: Path) -> None:
         update(document, replacements)
     assert not failures, "\n\n".join(failures)
     assert work_tree_files() <= before, f"left in the checkout: {sorted(work_tree_files() - before)}"
+
+
+# The runner itself
+
+
+def process_tree(root: int) -> dict[int, str]:
+    """``root`` and every process below it, as the host sees them: pid -> start time (told apart from a reused pid)."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after_name = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        pid = int(stat.parent.name)
+        children.setdefault(int(after_name[1]), []).append(pid)  # field 4: the parent
+        started[pid] = after_name[19]  # field 22: the start time
+    tree, pending = {}, [root]
+    while pending:
+        pid = pending.pop()
+        if pid in started:
+            tree[pid] = started[pid]
+        pending += children.get(pid, [])
+    return tree
+
+
+def still_running(pid: int, start_time: str) -> bool:
+    """Whether that process lives (a zombie, already dead, does not)."""
+    try:
+        after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return after_name[19] == start_time and after_name[0] != "Z"
+
+
+def test_a_documents_background_server_ends_with_its_session_even_when_a_command_never_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = Session(tmp_path)
+    try:
+        server = Command("exec python3 -m http.server --bind 127.0.0.1 0", where="server", background=True)
+        assert session.run(server) == (None, "")
+        monkeypatch.setattr(sys.modules[__name__], "COMMAND_TIMEOUT", 0.5)
+        with pytest.raises(AssertionError, match="no end within its time limit"):
+            session.run(Command("sleep 600", where="hang"))  # the runner gives up; the bash is still busy with it
+        started = process_tree(session.process.pid)
+        commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ") for pid in started}
+    finally:
+        monkeypatch.setattr(sys.modules[__name__], "CLOSE_GRACE", 0.5)
+        session.close()
+
+    assert any(b"http.server" in command for command in commands.values()), commands  # among what must end
+    deadline = time.monotonic() + 10
+    while running := [pid for pid, start_time in started.items() if still_running(pid, start_time)]:
+        assert time.monotonic() < deadline, f"left running: {[commands.get(pid) for pid in running]}"
+        time.sleep(0.05)

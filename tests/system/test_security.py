@@ -99,6 +99,15 @@ async def test_a_tls_server_serves_clients_that_trust_its_ca(
         assert [t.content for t in (await client.get_todos("ses_1")).todos] == ["over TLS"]
 
 
+async def test_a_tls_server_answers_health_checks_over_the_clients_tls(
+    start: Callable[..., Any], ca: CertificateAuthority, server_cert: Issued
+) -> None:
+    server: RunningServer = await start(tls_cert=server_cert.cert, tls_key=server_cert.key)
+
+    async with TodoClient.connect(server.address, security=trusting(ca)) as client:
+        assert await client.serving() is True
+
+
 async def test_a_tls_server_refuses_plaintext_and_untrusting_clients(
     start: Callable[..., Any], tmp_path: Path, server_cert: Issued
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -26,12 +27,27 @@ def test_help_shows_what_a_flag_takes() -> None:
     assert "--sessiontodo-address HOST:PORT" in run("--help").stdout
 
 
+def connection_flags(help_text: str, env_prefix: str) -> str:
+    """The help's "connection to sessiontodo" group, unwrapped, with the program's env prefix taken out."""
+    section = help_text.split("connection to sessiontodo:\n", 1)[1].split("\n\n", 1)[0]
+    return " ".join(section.split()).replace(env_prefix, "PREFIX_")
+
+
+def test_the_connection_flags_are_every_gateways_with_the_same_help() -> None:
+    sidecar = subprocess.run(
+        [sys.executable, "-m", "sessiontodo_opencode", "--help"], capture_output=True, text=True, timeout=60
+    )
+
+    ours = connection_flags(run("--help").stdout, "SESSIONTODO_MCP_")
+    assert ours == connection_flags(sidecar.stdout, "SESSIONTODO_OPENCODE_")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bogus"], "sessiontodo-mcp: unrecognized arguments: --bogus (see --help)\n"),
-        (["--transport", "ftp"], "sessiontodo-mcp: --transport / SESSIONTODO_MCP_TRANSPORT: Input should be"),
-        (["--port", "70000"], "sessiontodo-mcp: --port / SESSIONTODO_MCP_PORT: Input should be less than or"),
+        (["--bogus"], "sessiontodo-mcp: unknown flag --bogus; did you mean --host? (--help lists the flags)\n"),
+        (["--transport", "ftp"], "sessiontodo-mcp: --transport (or SESSIONTODO_MCP_TRANSPORT) 'ftp': Input should be"),
+        (["--port", "70000"], "sessiontodo-mcp: --port (or SESSIONTODO_MCP_PORT) '70000': Input should be less than"),
         (["--transport", "http", "--session-id", "x"], "sessiontodo-mcp: --session-id is for stdio"),
         (["--http-token", "t"], "sessiontodo-mcp: --http-token and --http-token-file are for --transport http"),
         (["--transport", "http", "--host", "0.0.0.0"], "sessiontodo-mcp: refusing to listen on '0.0.0.0'"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pydantic import SecretStr
 from sessiontodo_client import ChannelSecurity, TodoClient
 from sessiontodo_client.security import host_allowed, origin_allowed
 from sessiontodo_opencode import RunningSidecar, Settings
+from sessiontodo_opencode.__main__ import check_sessiontodo
 from sessiontodo_opencode.sidecar import StartupError
 from sessiontodo_server.app import RunningServer
 from tests.peers.opencode.opencode_support import create_once_serving
@@ -76,7 +78,10 @@ async def test_a_request_naming_a_foreign_host_is_refused(plain_http: httpx.Asyn
     response = await plain_http.get("/session/ses_1/todo", headers={"host": "rebound.evil.example"})
 
     assert response.status_code == 403
-    assert response.json()["name"] == "Forbidden"
+    assert response.json() == {
+        "name": "Forbidden",
+        "data": {"message": "Host not allowed: 'rebound.evil.example' (see --allowed-hosts)"},
+    }
 
 
 async def test_a_cross_site_text_plain_post_is_refused_and_creates_nothing(
@@ -111,6 +116,7 @@ async def test_basic_auth_is_required_like_opencodes_own_server(guarded: Running
 
     assert [r.status_code for r in (anonymous, wrong, other_user)] == [401, 401, 401]
     assert anonymous.headers["www-authenticate"].startswith("Basic ")
+    assert anonymous.json() == {"name": "Unauthorized", "data": {"message": "Unauthorized"}}
     assert (right.status_code, by_query.status_code) == (200, 200)
 
 
@@ -219,6 +225,28 @@ async def test_basic_auth_or_an_explicit_insecure_flag_lets_it_listen_publicly(l
                 headers={"authorization": basic("opencode", PASSWORD)},
             )
         assert response.status_code == 200, response.text
+
+
+async def test_the_start_up_check_reaches_a_tls_server_with_a_token_as_the_sidecars_calls_do(
+    start: Callable[..., Awaitable[RunningServer]],
+    ca: CertificateAuthority,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    issued = ca.issue("127.0.0.1", server=True)
+    token = "sidecar-token-0123456789"
+    auth_file = tmp_path / "auth.toml"
+    auth_file.write_text(
+        f'[[token]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\ntenant = "acme"\nrole = "writer"\n'
+    )
+    server = await start(tls_cert=issued.cert, tls_key=issued.key, auth_file=auth_file)
+    security = ChannelSecurity(tls=True, root_certificates=ca.cert_pem, token=token)
+
+    async with TodoClient.connect(server.address, security=security) as client:
+        with caplog.at_level(logging.INFO, logger="sessiontodo_opencode"):
+            await check_sessiontodo(client, server.address)
+
+    assert [record.getMessage() for record in caplog.records] == []  # neither unreachable nor not serving
 
 
 @pytest.mark.process

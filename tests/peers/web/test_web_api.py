@@ -48,6 +48,7 @@ async def test_an_edit_of_a_list_that_changed_meanwhile_is_a_conflict_with_the_l
 
     assert answer.status_code == 409
     assert answer.json()["current"]["todos"][0]["content"] == "theirs"
+    assert set(answer.json()["data"]) == {"message"}  # an error object without null fields
     assert (await client.get_todos("ses_conflict")).todos[0].content == "theirs"
 
 
