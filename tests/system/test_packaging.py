@@ -146,7 +146,7 @@ def test_the_lowest_declared_versions_pass_the_in_process_tests(built: tuple[Pat
     # The project's metadata (its version is read at run time) from the wheel; its code from the
     # checkout's source roots, which come first, also for the server processes some tests start.
     run(UV, "pip", "install", "--quiet", "--python", python, "--no-deps", built[1], cwd=ROOT)
-    source_roots = os.pathsep.join(str(ROOT / root) for root in ("protos", "common", "server", "clients"))
+    source_roots = os.pathsep.join(str(ROOT / root) for root in ("protos", "server", "clients"))
     run(
         python,
         "-m",
