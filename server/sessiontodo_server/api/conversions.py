@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -20,6 +21,7 @@ from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     Change,
     ChangeKind,
+    DraftFields,
     RemovalReason,
     SessionFilter,
     SessionInfo,
@@ -86,18 +88,16 @@ def draft_from_pb(todo: pb.Todo) -> TodoDraft:
     )
 
 
-def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[TodoDraft]:
-    """A list's todos, read once from protobuf (the domain then validates and builds them in one pass)."""
+_DRAFT_FIELDS = attrgetter("id", "content", "status", "priority", "metadata")
+
+
+def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[DraftFields]:
+    """A list's todos, read once from protobuf, each todo's fields in one C call (the domain then
+    validates and builds them in one pass)."""
     statuses, priorities = STATUS_NAMES, PRIORITY_NAMES
     return [
-        TodoDraft(
-            todo.id,
-            todo.content,
-            statuses[todo.status],
-            priorities[todo.priority],
-            dict(todo.metadata) if todo.metadata else NO_ENTRIES,
-        )
-        for todo in todos
+        (todo_id, content, statuses[status], priorities[priority], dict(metadata) if metadata else NO_ENTRIES)
+        for todo_id, content, status, priority, metadata in map(_DRAFT_FIELDS, todos)
     ]
 
 

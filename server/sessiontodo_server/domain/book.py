@@ -33,6 +33,7 @@ from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     Change,
     ChangeKind,
+    DraftFields,
     Limits,
     RemovalReason,
     SessionFilter,
@@ -279,13 +280,13 @@ class TodoBook:
     # Writes
 
     async def replace(
-        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
+        self, session_id: str, drafts: Sequence[DraftFields], *, expected_revision: int | None = None, origin: str = ""
     ) -> SessionState:
         operation = self.replace_operation(session_id, drafts, expected_revision=expected_revision)
         return (await self._write(operation, origin=origin)).state
 
     def replace_operation(
-        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None
+        self, session_id: str, drafts: Sequence[DraftFields], *, expected_revision: int | None = None
     ) -> Write:
         """A ReplaceTodos checked on its own."""
         return self._checked(Write(session_id, ReplaceTodos(ops.replace_all(drafts, self._limits)), expected_revision))
