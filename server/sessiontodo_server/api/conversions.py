@@ -72,10 +72,18 @@ def todo_to_pb(todo: Todo) -> pb.Todo:
 
 
 def add_todos(field: Any, todos: Iterable[Todo]) -> None:
-    """Build each todo in place in a repeated field: no intermediate message to copy in."""
-    add = field.add
-    for todo in todos:
-        add(**_todo_fields(todo))
+    """Build each todo in place in a repeated field: no intermediate message to copy in. Fields
+    are set one by one (``todo_to_pb`` inline): upb takes keyword arguments at 1.4x the cost, and
+    this runs for every todo of every list response and watch message."""
+    add, statuses, priorities = field.add, _STATUS_TO_PB, _PRIORITY_TO_PB
+    for todo_id, content, status, priority, metadata in todos:
+        message = add()
+        message.id = todo_id
+        message.content = content
+        message.status = statuses[status]
+        message.priority = priorities[priority]
+        if metadata:
+            message.metadata.update(metadata)
 
 
 def draft_from_pb(todo: pb.Todo) -> TodoDraft:
