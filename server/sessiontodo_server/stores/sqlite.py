@@ -98,6 +98,10 @@ _PUT_TODO = (
     " ON CONFLICT (session_id, todo_id) DO UPDATE SET next_id = excluded.next_id, body = excluded.body"
 )
 _LINK = "UPDATE todos SET next_id = ? WHERE session_id = ? AND todo_id = ?"
+_UPDATE_SESSION = "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ? WHERE session_id = ?"
+_UPDATE_SESSION_AND_LIST = (
+    "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ?, todos = ? WHERE session_id = ?"
+)
 
 ONE_ROW_BYTES = 16 * 1024
 """Lists up to this size (as the memory budget counts them) are one column; bigger ones a row per todo."""
@@ -346,12 +350,15 @@ class SqliteJournal:
     ) -> int:
         info = change.info
         assert info is not None
-        self._db.execute(
-            "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ? WHERE session_id = ?",
-            (change.revision, encode_entries(info.labels), info.updated_at, info.idle_ttl, change.session_id),
-        )
-        if change.kind is not ChangeKind.SESSION_UPDATED:  # else the list is unchanged
-            self._store_list(change.session_id, change.todos, before, change)
+        session = (change.revision, encode_entries(info.labels), info.updated_at, info.idle_ttl)
+        lists = change.kind is not ChangeKind.SESSION_UPDATED  # else the list is unchanged
+        if lists and not _in_rows(change.todos) and not _in_rows(before):
+            # The common case, a list in one column before and after: one statement for the session and its list.
+            self._db.execute(_UPDATE_SESSION_AND_LIST, (*session, encode_todos(change.todos), change.session_id))
+        else:
+            self._db.execute(_UPDATE_SESSION, (*session, change.session_id))
+            if lists:
+                self._store_list(change.session_id, change.todos, before, change)
         if request is not None:
             request_id, result = request
             self._db.execute(
