@@ -26,7 +26,12 @@ from grpc_reflection.v1alpha import reflection
 from sessiontodo_server import fd_limits
 from sessiontodo_server.api.auth import ANONYMOUS_HEALTH_WATCHES, AuthFileError, AuthInterceptor
 from sessiontodo_server.api.service_name import SERVICE_NAME
-from sessiontodo_server.api.servicer import TodoServicer, add_health_service, add_todo_service
+from sessiontodo_server.api.servicer import (
+    TodoServicer,
+    add_health_service,
+    add_reflection_service,
+    add_todo_service,
+)
 from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
@@ -359,7 +364,7 @@ async def _serve(
     add_health_service(server, health_servicer, settings.request_timeout)
     if settings.reflection:
         services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
-        reflection.enable_server_reflection(services, server, pool=_ReflectionPool(descriptor_pool.Default()))
+        add_reflection_service(server, services, _ReflectionPool(descriptor_pool.Default()))
     credentials = security.tls.credentials if security.tls is not None else None
     port = _listen(server, settings, credentials)
     metrics_port = None

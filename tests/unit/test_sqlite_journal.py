@@ -15,7 +15,7 @@ import pytest
 from sessiontodo_server.domain.budget import list_bytes
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, StoreStartupError
-from sessiontodo_server.domain.todos import Limits, SessionInfo, Todo, TodoPriority, TodoStatus
+from sessiontodo_server.domain.todos import Limits, RemovalReason, SessionInfo, Todo, TodoPriority, TodoStatus
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import ONE_ROW_BYTES, Durability, open_sqlite_store
 
@@ -92,6 +92,24 @@ async def test_every_kind_of_write_comes_back_from_the_file_in_order(reopen: Reo
             store = await reopen()
             assert await lists(store, [*sessions, GLOBAL_SESSION_ID]) == before
     assert crossings > 5, "the lists should have moved between the two forms"
+
+
+@pytest.mark.parametrize("last", ["a write", "a removal", "a creation"])
+async def test_the_feed_goes_on_after_a_restart_from_the_newest_change(reopen: Reopen, last: str) -> None:
+    store = await reopen()
+    for session_id in ("a", "b"):
+        await store.create_session(session_id, SessionInfo(), 10, "test")
+    await write(store, "a", ReplaceTodos((Todo("t1", "one"),)))
+    await write(store, "b", ReplaceTodos((Todo("t2", "two"),)))
+    if last == "a write":
+        await write(store, "a", ReplaceTodos((Todo("t3", "three"),)))
+    elif last == "a removal":
+        await store.remove_session("b", RemovalReason.REMOVED)
+    else:
+        await store.create_session("c", SessionInfo(), 10, "test")
+    position = store.feed_position()
+    store = await reopen()
+    assert store.feed_position() == position
 
 
 async def test_a_one_todo_write_on_a_big_list_stores_that_todo_not_the_list(reopen: Reopen) -> None:

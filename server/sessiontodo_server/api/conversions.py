@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -20,6 +21,7 @@ from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     Change,
     ChangeKind,
+    DraftFields,
     RemovalReason,
     SessionFilter,
     SessionInfo,
@@ -70,10 +72,18 @@ def todo_to_pb(todo: Todo) -> pb.Todo:
 
 
 def add_todos(field: Any, todos: Iterable[Todo]) -> None:
-    """Build each todo in place in a repeated field: no intermediate message to copy in."""
-    add = field.add
-    for todo in todos:
-        add(**_todo_fields(todo))
+    """Build each todo in place in a repeated field: no intermediate message to copy in. Fields
+    are set one by one (``todo_to_pb`` inline): upb takes keyword arguments at 1.4x the cost, and
+    this runs for every todo of every list response and watch message."""
+    add, statuses, priorities = field.add, _STATUS_TO_PB, _PRIORITY_TO_PB
+    for todo_id, content, status, priority, metadata in todos:
+        message = add()
+        message.id = todo_id
+        message.content = content
+        message.status = statuses[status]
+        message.priority = priorities[priority]
+        if metadata:
+            message.metadata.update(metadata)
 
 
 def draft_from_pb(todo: pb.Todo) -> TodoDraft:
@@ -86,18 +96,16 @@ def draft_from_pb(todo: pb.Todo) -> TodoDraft:
     )
 
 
-def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[TodoDraft]:
-    """A list's todos, read once from protobuf (the domain then validates and builds them in one pass)."""
+_DRAFT_FIELDS = attrgetter("id", "content", "status", "priority", "metadata")
+
+
+def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[DraftFields]:
+    """A list's todos, read once from protobuf, each todo's fields in one C call (the domain then
+    validates and builds them in one pass)."""
     statuses, priorities = STATUS_NAMES, PRIORITY_NAMES
     return [
-        TodoDraft(
-            todo.id,
-            todo.content,
-            statuses[todo.status],
-            priorities[todo.priority],
-            dict(todo.metadata) if todo.metadata else NO_ENTRIES,
-        )
-        for todo in todos
+        (todo_id, content, statuses[status], priorities[priority], dict(metadata) if metadata else NO_ENTRIES)
+        for todo_id, content, status, priority, metadata in map(_DRAFT_FIELDS, todos)
     ]
 
 

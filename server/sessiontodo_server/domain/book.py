@@ -33,6 +33,7 @@ from sessiontodo_server.domain.todos import (
     NO_ENTRIES,
     Change,
     ChangeKind,
+    DraftFields,
     Limits,
     RemovalReason,
     SessionFilter,
@@ -279,13 +280,13 @@ class TodoBook:
     # Writes
 
     async def replace(
-        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None, origin: str = ""
+        self, session_id: str, drafts: Sequence[DraftFields], *, expected_revision: int | None = None, origin: str = ""
     ) -> SessionState:
         operation = self.replace_operation(session_id, drafts, expected_revision=expected_revision)
         return (await self._write(operation, origin=origin)).state
 
     def replace_operation(
-        self, session_id: str, drafts: Sequence[TodoDraft], *, expected_revision: int | None = None
+        self, session_id: str, drafts: Sequence[DraftFields], *, expected_revision: int | None = None
     ) -> Write:
         """A ReplaceTodos checked on its own."""
         return self._checked(Write(session_id, ReplaceTodos(ops.replace_all(drafts, self._limits)), expected_revision))
@@ -394,7 +395,8 @@ class TodoBook:
         """One atomic write in the store; its change goes to this process's watchers."""
         ops.check_origin(origin)
         session_id = operation.session_id
-        await self._made_if_tenants_global_list(session_id)
+        if _is_tenants_global_list(session_id):
+            await self._make_global_list(session_id)
         try:
             written = await self._store.write(
                 session_id,
@@ -432,7 +434,8 @@ class TodoBook:
         if len(request_id) > self._limits.max_todo_id_length:
             raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
         for session_id in {op.session_id for op in operations if isinstance(op, Write)}:
-            await self._made_if_tenants_global_list(session_id)
+            if _is_tenants_global_list(session_id):
+                await self._make_global_list(session_id)
         try:
             written = await self._store.write_batch(
                 operations,
@@ -452,9 +455,10 @@ class TodoBook:
                 self._hub.publish(change)
         return written.outcomes
 
-    async def _made_if_tenants_global_list(self, session_id: str) -> None:
-        """A tenant's global list is made by its first write."""
-        if _is_tenants_global_list(session_id) and await self._store.get(session_id) is None:
+    async def _make_global_list(self, session_id: str) -> None:
+        """A tenant's global list is made by its first write (callers check ``_is_tenants_global_list``
+        first, so other writes create and await no coroutine for this)."""
+        if await self._store.get(session_id) is None:
             now = self._clock()
             await self._create(session_id, SessionInfo(created_at=now, updated_at=now), "")
 

@@ -99,8 +99,9 @@ class Held:
     order first held, for ``oldest`` (a plain dict is cheaper where that is not needed)."""
 
     def __init__(self, ordered: bool = False) -> None:
-        self._holders: dict[Change, list[int]] = OrderedDict() if ordered else {}
-        """[holders, size] of each change (the size is measured once)."""
+        self._holders: dict[Change, int] = OrderedDict() if ordered else {}
+        """The number of holders of each change (its size is ``change_bytes``, the same each time:
+        an int per change rather than a list of count and size, which the collector would walk)."""
         self.bytes = 0
 
     def __contains__(self, change: Change) -> bool:
@@ -110,24 +111,25 @@ class Held:
         """What holding ``change`` would add: nothing when it is already held."""
         return 0 if change in self._holders else change_bytes(change)
 
-    def size(self, change: Change) -> int:
-        return self._holders[change][1]
+    @staticmethod
+    def size(change: Change) -> int:
+        return change_bytes(change)
 
     def hold(self, change: Change, holders: int = 1) -> None:
-        entry = self._holders.get(change)
-        if entry is None:
-            size = change_bytes(change)
-            self._holders[change] = [holders, size]
-            self.bytes += size
+        count = self._holders.get(change)
+        if count is None:
+            self._holders[change] = holders
+            self.bytes += change_bytes(change)
         else:
-            entry[0] += holders
+            self._holders[change] = count + holders
 
     def release(self, change: Change) -> None:
-        entry = self._holders[change]
-        entry[0] -= 1
-        if not entry[0]:
+        count = self._holders[change] - 1
+        if count:
+            self._holders[change] = count
+        else:
             del self._holders[change]
-            self.bytes -= entry[1]
+            self.bytes -= change_bytes(change)
 
     def oldest(self) -> Change | None:
         return next(iter(self._holders), None)

@@ -223,9 +223,10 @@ class WatchHub:
         self._publish_to_feeds(change)
 
     def _publish_to_feeds(self, change: Change) -> None:
-        if feeds := [f for f in self._feeds if f.only is not None and f.only.shows(change)]:
+        if self._feeds and (feeds := [f for f in self._feeds if f.only is not None and f.only.shows(change)]):
             self._deliver(change, feeds)
-        self.position = max(self.position, change.cursor)
+        if change.cursor > self.position:
+            self.position = change.cursor
 
     def _deliver(self, change: Change, subscriptions: Iterable[Subscription]) -> None:
         """One budget check and one hold per change, however many buffers take it."""

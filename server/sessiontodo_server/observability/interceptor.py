@@ -12,8 +12,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -81,7 +80,11 @@ def _declared_type(service: str, name: str, handler: grpc.RpcMethodHandler) -> s
 
 
 class _Observed:
-    """One method's wrappers: started, handled with its final code, handling time, messages sent, the log line."""
+    """One method's wrappers: started, handled with its final code, handling time, messages sent, the log line.
+
+    Per call this is on every rpc's path when anything observes: the wrappers begin and end the
+    call with plain try/except (no context manager object per call), and the handled counter's
+    child per code is looked up in prometheus once, then kept here."""
 
     def __init__(
         self,
@@ -96,44 +99,35 @@ class _Observed:
         self._on_status = on_status
         self._metrics = metrics
         self._log_requests = log_requests
+        self._handled: dict[str, Any] = {}
+        """``metrics.handled``'s child for each final code seen (its labels, resolved once)."""
         if metrics is not None:
             self._started = metrics.started.labels(*labels)
             self._handling = metrics.handling_seconds.labels(*labels)
             self._sent = metrics.msg_sent.labels(*labels)
 
-    def _prepare(self, request: Any) -> None:
-        """Sets the log context; the session id is known here for a parsed request, else once ``wire``
-        has parsed it (``logs.note_request``)."""
+    def _begin(self, request: Any) -> float:
+        """Sets the log context (the session id is known here for a parsed request, else once
+        ``wire`` has parsed it: ``logs.note_request``) and counts the call as started."""
         current_rpc.set(RpcContext(self._method, getattr(request, "session_id", None)))
-
-    @contextmanager
-    def _call(self, context: grpc.aio.ServicerContext) -> Iterator[None]:
         if self._metrics is not None:
             self._started.inc()
-        start = time.perf_counter()
-        code: grpc.StatusCode | int | None = grpc.StatusCode.UNKNOWN
-        try:
-            yield
-            code = context.code()
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        except grpc.aio.AbortError:
-            code = context.code()
-            raise
-        finally:
-            seconds = time.perf_counter() - start
-            final = status_code(code)
-            name = code_name(final)
-            if self._on_status is not None:
-                self._on_status(final)
-            if self._metrics is not None:
-                self._metrics.handled.labels(*self._labels, name).inc()
-                self._handling.observe(seconds)
-            if self._log_requests:
-                request_log.info(
-                    "%s %s", self._method, name, extra={"code": name, "latency_ms": round(seconds * 1000, 3)}
-                )
+        return _clock()
+
+    def _end(self, start: float, code: grpc.StatusCode | int | None) -> None:
+        seconds = _clock() - start
+        final = status_code(code)
+        name = code_name(final)
+        if self._on_status is not None:
+            self._on_status(final)
+        if self._metrics is not None:
+            handled = self._handled.get(name)
+            if handled is None:
+                handled = self._handled[name] = self._metrics.handled.labels(*self._labels, name)
+            handled.inc()
+            self._handling.observe(seconds)
+        if self._log_requests:
+            request_log.info("%s %s", self._method, name, extra={"code": name, "latency_ms": round(seconds * 1000, 3)})
 
     def _sent_one(self) -> None:
         if self._metrics is not None:
@@ -141,9 +135,13 @@ class _Observed:
 
     def unary(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
         async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            self._prepare(request)
-            with self._call(context):
+            start = self._begin(request)
+            try:
                 response = await behaviour(request, context)
+            except BaseException as error:
+                self._end(start, _final_code(error, context))
+                raise
+            self._end(start, context.code())
             self._sent_one()
             return response
 
@@ -153,17 +151,37 @@ class _Observed:
         if not inspect.isasyncgenfunction(behaviour):  # writes with context.write (e.g. health's Watch)
 
             async def observed_writer(request: Any, context: grpc.aio.ServicerContext) -> None:
-                self._prepare(request)
-                with self._call(context):
+                start = self._begin(request)
+                try:
                     await behaviour(request, context)
+                except BaseException as error:
+                    self._end(start, _final_code(error, context))
+                    raise
+                self._end(start, context.code())
 
             return observed_writer
 
         async def observed(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            self._prepare(request)
-            with self._call(context):
+            start = self._begin(request)
+            try:
                 async for response in behaviour(request, context):
                     yield response
                     self._sent_one()
+            except BaseException as error:
+                self._end(start, _final_code(error, context))
+                raise
+            self._end(start, context.code())
 
         return observed
+
+
+_clock = time.perf_counter
+
+
+def _final_code(error: BaseException, context: grpc.aio.ServicerContext) -> grpc.StatusCode | int | None:
+    """The code of a call its behaviour ended by raising ``error``: an abort's, CANCELLED, or UNKNOWN."""
+    if isinstance(error, grpc.aio.AbortError):
+        return context.code()
+    if isinstance(error, asyncio.CancelledError):
+        return grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN

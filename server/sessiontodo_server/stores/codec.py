@@ -53,6 +53,8 @@ def decode_todos(text: str | bytes) -> tuple[Todo, ...]:
 
 def encode_entries(entries: Mapping[str, str]) -> str:
     """Labels or metadata: a JSON object with sorted keys."""
+    if not entries:  # most sessions' labels, on every write
+        return "{}"
     return encode_json(dict(sorted(entries.items())))
 
 

@@ -90,14 +90,23 @@ _SESSION_COLUMNS = {
     "created_at": "REAL NOT NULL DEFAULT 0",
     "updated_at": "REAL NOT NULL DEFAULT 0",
     "idle_ttl": "REAL NOT NULL DEFAULT 0",
+    "cursor": "INTEGER NOT NULL DEFAULT 0",
 }
-"""Added in 0.2; ALTER TABLE brings a 0.1 file up to date."""
+"""Added in 0.2 (``cursor``: 0.3, the feed position of the session's newest change); ALTER TABLE
+brings an older file up to date."""
 
 _PUT_TODO = (
     "INSERT INTO todos VALUES (?, ?, ?, ?)"
     " ON CONFLICT (session_id, todo_id) DO UPDATE SET next_id = excluded.next_id, body = excluded.body"
 )
 _LINK = "UPDATE todos SET next_id = ? WHERE session_id = ? AND todo_id = ?"
+_UPDATE_SESSION = (
+    "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ?, cursor = ? WHERE session_id = ?"
+)
+_UPDATE_SESSION_AND_LIST = (
+    "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ?, cursor = ?, todos = ?"
+    " WHERE session_id = ?"
+)
 
 ONE_ROW_BYTES = 16 * 1024
 """Lists up to this size (as the memory budget counts them) are one column; bigger ones a row per todo."""
@@ -123,9 +132,13 @@ log = logging.getLogger(__name__)
 Durability = Literal["process", "fsync"]
 _SYNCHRONOUS: dict[Durability, str] = {"process": "NORMAL", "fsync": "FULL"}
 
-_Record = Callable[[], int | None]
-"""One write's statements, run inside its batch's transaction; returns the feed cursor it reached
-(None: it has none, e.g. a remembered batch)."""
+_Record = Callable[[], None]
+"""One write's statements, run inside its batch's transaction.
+
+The feed's position is kept where each write puts it anyway: a session's row holds the cursor of
+its newest change, and a removal (which deletes rows) writes it to ``meta``; the position is the
+highest of them (``_load``). A meta row written by every batch cost a statement and a WAL page
+per write."""
 
 PROBE_INTERVAL = 1.0
 """Seconds between probe writes while the file refuses writes."""
@@ -170,9 +183,8 @@ class SqliteJournal:
         """One transaction (and with ``fsync``, one fsync of the WAL) for the whole batch."""
         try:
             with self._transaction():  # commits on leaving
-                cursors = [cursor for record in records if (cursor := record()) is not None]
-                if cursors:
-                    self._set_meta("feed_cursor", cursors[-1])  # once per batch: the last write's
+                for record in records:
+                    record()
         except sqlite3.Error:
             self._rollback()
             raise
@@ -288,9 +300,10 @@ class SqliteJournal:
                 "SELECT request_id, at, fingerprint, outcomes FROM batches ORDER BY at"
             )
         ]
+        newest_write = self._db.execute("SELECT max(cursor) FROM sessions").fetchone()[0] or 0
         return Loaded(
             feed_epoch=epoch,
-            cursor=self._meta("feed_cursor") or 0,
+            cursor=max(self._meta("feed_cursor") or 0, newest_write),  # see ``_Record``
             removed_floor=self._meta("removed_high_water") or 0,
             removed_marks=marks,
             sessions=sessions,
@@ -312,11 +325,11 @@ class SqliteJournal:
     ) -> asyncio.Future[None]:
         return self._group.submit(partial(self._create_session, session_id, revision, info, cursor), done)
 
-    def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> int:
+    def _create_session(self, session_id: str, revision: int, info: SessionInfo, cursor: int) -> None:
         self._db.execute(
             "INSERT INTO sessions"
-            " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl)"
-            " VALUES (?, ?, ?, '[]', ?, ?, ?, ?)",
+            " (session_id, parent_id, revision, todos, labels, created_at, updated_at, idle_ttl, cursor)"
+            " VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)",
             (
                 session_id,
                 info.parent_id,
@@ -325,10 +338,10 @@ class SqliteJournal:
                 info.created_at,
                 info.updated_at,
                 info.idle_ttl,
+                cursor,
             ),
         )
         self._db.execute("DELETE FROM removed WHERE session_id = ?", (session_id,))
-        return cursor
 
     def commit(
         self,
@@ -343,15 +356,18 @@ class SqliteJournal:
 
     def _commit(
         self, change: Change, before: tuple[Todo, ...], request: tuple[str, AddResult] | None, forget_before: int
-    ) -> int:
+    ) -> None:
         info = change.info
         assert info is not None
-        self._db.execute(
-            "UPDATE sessions SET revision = ?, labels = ?, updated_at = ?, idle_ttl = ? WHERE session_id = ?",
-            (change.revision, encode_entries(info.labels), info.updated_at, info.idle_ttl, change.session_id),
-        )
-        if change.kind is not ChangeKind.SESSION_UPDATED:  # else the list is unchanged
-            self._store_list(change.session_id, change.todos, before, change)
+        session = (change.revision, encode_entries(info.labels), info.updated_at, info.idle_ttl, change.cursor)
+        lists = change.kind is not ChangeKind.SESSION_UPDATED  # else the list is unchanged
+        if lists and not _in_rows(change.todos) and not _in_rows(before):
+            # The common case, a list in one column before and after: one statement for the session and its list.
+            self._db.execute(_UPDATE_SESSION_AND_LIST, (*session, encode_todos(change.todos), change.session_id))
+        else:
+            self._db.execute(_UPDATE_SESSION, (*session, change.session_id))
+            if lists:
+                self._store_list(change.session_id, change.todos, before, change)
         if request is not None:
             request_id, result = request
             self._db.execute(
@@ -361,7 +377,6 @@ class SqliteJournal:
             self._db.execute(
                 "DELETE FROM requests WHERE session_id = ? AND revision < ?", (change.session_id, forget_before)
             )
-        return change.cursor
 
     def _store_list(
         self, session_id: str, todos: Sequence[Todo], before: Sequence[Todo], change: Change | None = None
@@ -420,7 +435,6 @@ class SqliteJournal:
         for chunk in _chunks(forgotten, 500):
             self._db.execute(f"DELETE FROM batches WHERE request_id IN ({','.join('?' * len(chunk))})", chunk)
         self._db.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?)", (key, at, fingerprint, outcomes))
-        return None
 
     def remove_sessions(
         self,
@@ -436,7 +450,7 @@ class SqliteJournal:
 
     def _remove_sessions(
         self, session_ids: list[str], marks: list[tuple[str, int]], forgotten: list[str], floor: int, cursor: int
-    ) -> int:
+    ) -> None:
         for chunk in _chunks(session_ids, 500):
             places = ",".join("?" * len(chunk))
             self._db.execute(f"DELETE FROM sessions WHERE session_id IN ({places})", chunk)
@@ -446,7 +460,7 @@ class SqliteJournal:
             self._db.execute(f"DELETE FROM removed WHERE session_id IN ({','.join('?' * len(chunk))})", chunk)
         self._db.executemany("INSERT OR REPLACE INTO removed VALUES (?, ?)", marks)
         self._set_meta("removed_high_water", floor)
-        return cursor
+        self._set_meta("feed_cursor", cursor)  # the removed sessions' rows held it
 
     def _transaction(self) -> sqlite3.Connection:
         """``with`` on a connection in autocommit mode needs an explicit BEGIN."""

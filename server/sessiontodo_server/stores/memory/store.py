@@ -479,7 +479,8 @@ class MemoryStore:
         self._retained.append_to_feed(change)
         if request is not None:
             self._requests.remember(session, *request, now)
-        self._requests.forget_expired(session, now)
+        if session.requests:
+            self._requests.forget_expired(session, now)
         self._expiries.schedule(change.session_id, session)
 
     async def write_batch(
