@@ -48,10 +48,20 @@ class CpuPlan:
         return cls({cpus[0]}, set(cpus[1:]))
 
 
+_handed_out: set[int] = set()
+"""Ports this run has chosen: servers are made (ports chosen) before they start, so the kernel may
+offer a chosen but not yet bound port again; two servers told one port measure each other."""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and not chosen before in this run."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def pinned(cpus: set[int], argv: list[str]) -> list[str]:
@@ -109,6 +119,8 @@ class ServerProcess:
                     await stub.GetTodos(pb.GetTodosRequest(session_id="sessiontodo:global"), timeout=1)
                     return
                 except grpc.aio.AioRpcError as error:
+                    if error.code() is grpc.StatusCode.UNIMPLEMENTED:  # another gRPC server (etcd) holds the port
+                        raise RuntimeError(f"{self.address} answers, not as {self.name}: {error.details()}") from None
                     if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                         return  # answering (0.1 had no such session)
                     if not self.running or time.monotonic() > deadline:
