@@ -301,11 +301,13 @@ class OpenCodeRoutes:
         directory = self._directory(request)
         return json_response(Paths(home=str(Path.home()), worktree=directory, directory=directory))
 
+    @_answering_service_errors
     async def projects(self, request: Request) -> Response:
-        return json_response(self._bridge.projects())
+        return json_response(await self._bridge.projects())
 
+    @_answering_service_errors
     async def current_project(self, request: Request) -> Response:
-        return json_response(self._bridge.project_of_directory(self._directory(request)))
+        return json_response(await self._bridge.project_of_directory(self._directory(request)))
 
     @_answering_service_errors
     async def list_sessions(self, request: Request) -> Response:
@@ -314,7 +316,7 @@ class OpenCodeRoutes:
             return bad_request(query.message, kind="Query")
         directory = self._directory(request)
         if query.whole_project:
-            sessions = await self._bridge.list_sessions(project=self._bridge.project_of_directory(directory).id)
+            sessions = await self._bridge.list_sessions(project=(await self._bridge.project_of_directory(directory)).id)
         else:
             sessions = await self._bridge.list_sessions(directory)
         return json_response(query.select(sessions))

@@ -163,24 +163,28 @@ class TodoBridge:
 
     # Projects
 
-    def projects(self) -> list[Project]:
-        """Every project a session names (and this instance's), from the feed's sessions.
+    async def projects(self) -> list[Project]:
+        """Every project a session names (and this instance's), read from sessiontodo.
 
         A project's worktree is this instance's directory for its own project, else the directory of
         its oldest session; its times span its sessions'.
         """
         sessions: dict[str, list[ServiceSession]] = {self.project: []}
-        for session in self._sessions.values():
+        for session in await self._client.list_sessions():
             sessions.setdefault(self._project_of(session), []).append(session)
         return [self._project(project_id, members) for project_id, members in sorted(sessions.items())]
 
-    def project_of_directory(self, directory: str) -> Project:
+    async def project_of_directory(self, directory: str) -> Project:
         """The project of the directory's most recently updated session (this instance's if it has none),
-        with the directory as its worktree, as upstream's instance for that directory sees it."""
-        members = [session for session in self._sessions.values() if self.directory_of(session) == directory]
+        with the directory as its worktree, as upstream's instance for that directory sees it.
+
+        Read from sessiontodo, not the feed's copy: a session created a moment ago counts.
+        """
+        sessions = await self._client.list_sessions()
+        members = [session for session in sessions if self.directory_of(session) == directory]
         newest = max(members, key=lambda session: milliseconds(session.updated_at), default=None)
         project_id = self.project if newest is None else self._project_of(newest)
-        project = self._project(project_id, [s for s in self._sessions.values() if self._project_of(s) == project_id])
+        project = self._project(project_id, [s for s in sessions if self._project_of(s) == project_id])
         return project.model_copy(update={"worktree": directory})
 
     def _project(self, project_id: str, members: Sequence[ServiceSession]) -> Project:
