@@ -1,6 +1,6 @@
 // @sessiontodo/client across server restarts and crashes: retries while the service is down
-// (conditional updates included), a conditional update whose reply was lost, watches and feeds
-// that resume without loss or duplicates.
+// (conditional updates included), a conditional update and a batch whose replies were lost, watches
+// and feeds that resume without loss or duplicates.
 //
 // Driven by test_typescript_client.py, which sets:
 //   SESSIONTODO_SERVER_COMMAND  JSON argv of a sessiontodo server with a durable store, without --port
@@ -181,6 +181,37 @@ test('a retried conditional update whose reply was lost never overwrites a later
 
   assert.ok(error instanceof Aborted, String(error));
   assert.deepEqual([stored.revision, stored.todos[0].status], [revision + 2n, 'in_progress']);
+});
+
+test('a batch whose reply was lost is retried under its request id: the first results, written once', async () => {
+  const port = await freePort();
+  const server = startServer(port);
+  const direct = patientClient(port);
+  await direct.createSession({ sessionId: 'lost-batch' });
+  const changes = reader(direct.watch('lost-batch', { afterRevision: 0n }));
+  const proxy = await replyLosingProxy(port);
+  const client = TodoClient.connect(`127.0.0.1:${proxy.port}`, { retry: new RetryPolicy({ initialMs: 20 }) });
+  await client.getSession('lost-batch'); // the connection through the proxy is open
+
+  let results, stored;
+  try {
+    proxy.hold();
+    const batching = client.batchWrite([
+      { kind: 'add_todo', sessionId: 'lost-batch', todo: { content: 'one' } },
+      { kind: 'add_todo', sessionId: 'lost-batch', todo: { content: 'two' } },
+    ]);
+    await changes.next(); // applied; its reply is held back
+    proxy.cut();
+    results = await batching;
+    stored = await direct.getTodos('lost-batch');
+  } finally {
+    await changes.close();
+    for (const closing of [client, direct, proxy]) closing.close();
+    await stop(server, 'SIGTERM');
+  }
+
+  assert.deepEqual(results.map((result) => result.revision), [1n, 2n]);
+  assert.deepEqual(stored.todos.map((todo) => todo.content), ['one', 'two']);
 });
 
 test('a replace is not retried while the service is down: the caller decides', async () => {
