@@ -12,9 +12,9 @@
  * read-modify-write handles as any conflict). `batchWrite` sends a request id (generated once
  * when given none), so that its retry returns the first call's results and never writes twice.
  * `replaceTodos` and `removeTodo` are not retried (UNAVAILABLE may come after the write was
- * applied): they throw `Unavailable` for the caller to decide. `watch` and `watchChanges` reconnect on their own
- * and resume after the last revision (cursor) they delivered, so their consumer sees every change
- * exactly once, in order, or a RESET where history was lost.
+ * applied): they throw `Unavailable` for the caller to decide. `watch` and `watchChanges`
+ * reconnect on their own and resume after the last revision (cursor) they delivered, so their
+ * consumer sees every change exactly once, in order, or a RESET where history was lost.
  */
 
 import { randomUUID } from "node:crypto";
@@ -235,8 +235,8 @@ export class TodoClient {
    */
   async createSession(options: CreateSessionOptions = {}): Promise<{ session: Session; created: boolean }> {
     const request = createSessionRequest({
-      kind: "create_session",
       ...options,
+      kind: "create_session",
       sessionId: options.sessionId || newSessionId(),
     });
     request.origin = options.origin ?? "";
@@ -257,7 +257,7 @@ export class TodoClient {
     sessionId: string,
     options: UpdateSessionOptions,
   ): Promise<{ session: Session; changed: boolean }> {
-    const request = updateSessionRequest({ kind: "update_session", sessionId, ...options });
+    const request = updateSessionRequest({ ...options, kind: "update_session", sessionId });
     request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.updateSession(request, call));
     return { session: sessionFromProto(response.session!), changed: response.changed };
@@ -310,7 +310,7 @@ export class TodoClient {
 
   /** Replaces the whole list; keeps given ids, generates the rest. Not retried (see the module comment). */
   async replaceTodos(sessionId: string, todos: readonly NewTodo[], options: WriteOptions = {}): Promise<TodoList> {
-    const request = replaceTodosRequest({ kind: "replace_todos", sessionId, todos, ...options });
+    const request = replaceTodosRequest({ ...options, kind: "replace_todos", sessionId, todos });
     request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.replaceTodos(request, call), false);
     return { todos: response.todos.map(todoFromProto), revision: response.revision };
@@ -318,7 +318,7 @@ export class TodoClient {
 
   /** Appends or inserts one todo; retried with the same request id, so it is added once. */
   async addTodo(sessionId: string, todo: NewTodo, options: AddTodoOptions = {}): Promise<AddedTodo> {
-    const request = addTodoRequest({ kind: "add_todo", sessionId, todo, ...options });
+    const request = addTodoRequest({ ...options, kind: "add_todo", sessionId, todo });
     request.requestId = options.requestId || newRequestId();
     request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.addTodo(request, call));
@@ -330,7 +330,7 @@ export class TodoClient {
    * Retried while UNAVAILABLE (see the module comment), with or without `expectedRevision`.
    */
   async updateTodo(sessionId: string, todoId: string, options: UpdateTodoOptions): Promise<UpdatedTodo> {
-    const request = updateTodoRequest({ kind: "update_todo", sessionId, todoId, ...options });
+    const request = updateTodoRequest({ ...options, kind: "update_todo", sessionId, todoId });
     request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.updateTodo(request, call));
     return { todo: todoFromProto(response.todo!), revision: response.revision, changed: response.changed };
@@ -338,7 +338,7 @@ export class TodoClient {
 
   /** Removes one todo; returns the revision after. Not retried: a repeat of a removal that happened is NOT_FOUND. */
   async removeTodo(sessionId: string, todoId: string, options: WriteOptions = {}): Promise<bigint> {
-    const request = removeTodoRequest({ kind: "remove_todo", sessionId, todoId, ...options });
+    const request = removeTodoRequest({ ...options, kind: "remove_todo", sessionId, todoId });
     request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.removeTodo(request, call), false);
     return response.revision;
