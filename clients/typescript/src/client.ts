@@ -9,11 +9,12 @@
  * the same values again changes nothing, and one with an `expectedRevision` applies only while
  * nothing was written since, so a repeat never writes twice or over another client's change (if
  * the first try was applied and only its reply lost, the repeat throws `Aborted`, which a
- * read-modify-write handles as any conflict). `replaceTodos` and `removeTodo` are not retried
- * (UNAVAILABLE may come after the write was applied): they throw `Unavailable` for the caller to
- * decide. `watch` and `watchChanges` reconnect on their own
- * and resume after the last revision (cursor) they delivered, so their consumer sees every change
- * exactly once, in order, or a RESET where history was lost.
+ * read-modify-write handles as any conflict). `batchWrite` sends a request id (generated once
+ * when given none), so that its retry returns the first call's results and never writes twice.
+ * `replaceTodos` and `removeTodo` are not retried (UNAVAILABLE may come after the write was
+ * applied): they throw `Unavailable` for the caller to decide. `watch` and `watchChanges`
+ * reconnect on their own and resume after the last revision (cursor) they delivered, so their
+ * consumer sees every change exactly once, in order, or a RESET where history was lost.
  */
 
 import { randomUUID } from "node:crypto";
@@ -24,15 +25,19 @@ import { createClient, type CallOptions, type Client, type Interceptor, type Tra
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import {
-  durationToProto,
+  addTodoRequest,
+  createSessionRequest,
   feedEventFromProto,
   isKnownKind,
-  priorityToProto,
+  removeTodoRequest,
+  replaceTodosRequest,
   sessionFromProto,
-  statusToProto,
   todoFromProto,
-  todoToProto,
+  updateSessionRequest,
+  updateTodoRequest,
   watchEventFromProto,
+  writeResultFromProto,
+  writeToProto,
 } from "./convert.js";
 import { serviceError } from "./errors.js";
 import { FeedPosition } from "./feed.js";
@@ -48,9 +53,14 @@ import type {
   TodoStatus,
   UpdatedTodo,
   WatchEvent,
+  Write,
+  WriteResults,
 } from "./models.js";
 import { DEFAULT_RETRY, isTransient, type RetryPolicy } from "./retry.js";
 import { authority, ChannelSecurity } from "./security.js";
+
+/** The most writes one `batchWrite` takes (`BatchWriteRequest.writes`: 1 to 1000); the server refuses more. */
+export const MAX_BATCH_WRITES = 1000;
 
 /** How often a connection with open calls is pinged: well above the 10 s sessiontodo servers accept. */
 export const KEEPALIVE_INTERVAL_MS = 30_000;
@@ -107,6 +117,11 @@ export interface AddTodoOptions extends WriteOptions {
   readonly requestId?: string;
 }
 
+export interface BatchWriteOptions extends Origin {
+  /** Makes retries safe; generated when not given. Reusing one for another batch is FAILED_PRECONDITION. */
+  readonly requestId?: string;
+}
+
 export interface UpdateTodoOptions extends WriteOptions {
   readonly content?: string;
   readonly status?: TodoStatus | number;
@@ -134,9 +149,14 @@ export interface WatchChangesOptions {
   readonly includeProgress?: boolean;
 }
 
+/** 32 random hex digits: the request ids this client generates, as the Python client makes them. */
+function newRequestId(): string {
+  return randomUUID().replaceAll("-", "");
+}
+
 /** A fresh session id: `ses_` and 32 hex digits, as the Python client makes them. */
 export function newSessionId(): string {
-  return `ses_${randomUUID().replaceAll("-", "")}`;
+  return `ses_${newRequestId()}`;
 }
 
 function bearer(token: string): Interceptor {
@@ -214,13 +234,12 @@ export class TodoClient {
    * call still creates exactly one session. Returns the session and whether this call created it.
    */
   async createSession(options: CreateSessionOptions = {}): Promise<{ session: Session; created: boolean }> {
-    const request = create(pb.CreateSessionRequestSchema, {
+    const request = createSessionRequest({
+      ...options,
+      kind: "create_session",
       sessionId: options.sessionId || newSessionId(),
-      parentId: options.parentId ?? "",
-      labels: { ...options.labels },
-      idleTtl: durationToProto(options.idleTtlMs),
-      origin: options.origin ?? "",
     });
+    request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.createSession(request, call));
     return { session: sessionFromProto(response.session!), created: response.created };
   }
@@ -238,14 +257,8 @@ export class TodoClient {
     sessionId: string,
     options: UpdateSessionOptions,
   ): Promise<{ session: Session; changed: boolean }> {
-    const request = create(pb.UpdateSessionRequestSchema, {
-      sessionId,
-      labels: { ...options.labels },
-      removeLabelKeys: [...(options.removeLabels ?? [])],
-      idleTtl: durationToProto(options.idleTtlMs),
-      expectedRevision: options.expectedRevision,
-      origin: options.origin ?? "",
-    });
+    const request = updateSessionRequest({ ...options, kind: "update_session", sessionId });
+    request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.updateSession(request, call));
     return { session: sessionFromProto(response.session!), changed: response.changed };
   }
@@ -297,26 +310,17 @@ export class TodoClient {
 
   /** Replaces the whole list; keeps given ids, generates the rest. Not retried (see the module comment). */
   async replaceTodos(sessionId: string, todos: readonly NewTodo[], options: WriteOptions = {}): Promise<TodoList> {
-    const request = create(pb.ReplaceTodosRequestSchema, {
-      sessionId,
-      todos: todos.map(todoToProto),
-      expectedRevision: options.expectedRevision,
-      origin: options.origin ?? "",
-    });
+    const request = replaceTodosRequest({ ...options, kind: "replace_todos", sessionId, todos });
+    request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.replaceTodos(request, call), false);
     return { todos: response.todos.map(todoFromProto), revision: response.revision };
   }
 
   /** Appends or inserts one todo; retried with the same request id, so it is added once. */
   async addTodo(sessionId: string, todo: NewTodo, options: AddTodoOptions = {}): Promise<AddedTodo> {
-    const request = create(pb.AddTodoRequestSchema, {
-      sessionId,
-      todo: todoToProto(todo),
-      index: options.index,
-      expectedRevision: options.expectedRevision,
-      requestId: options.requestId || randomUUID().replaceAll("-", ""),
-      origin: options.origin ?? "",
-    });
+    const request = addTodoRequest({ ...options, kind: "add_todo", sessionId, todo });
+    request.requestId = options.requestId || newRequestId();
+    request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.addTodo(request, call));
     return { todo: todoFromProto(response.todo!), index: response.index, revision: response.revision };
   }
@@ -326,31 +330,44 @@ export class TodoClient {
    * Retried while UNAVAILABLE (see the module comment), with or without `expectedRevision`.
    */
   async updateTodo(sessionId: string, todoId: string, options: UpdateTodoOptions): Promise<UpdatedTodo> {
-    const request = create(pb.UpdateTodoRequestSchema, {
-      sessionId,
-      todoId,
-      content: options.content,
-      status: options.status === undefined ? pb.TodoStatus.UNSPECIFIED : statusToProto(options.status),
-      priority: options.priority === undefined ? pb.TodoPriority.UNSPECIFIED : priorityToProto(options.priority),
-      metadata: { ...options.metadata },
-      removeMetadataKeys: [...(options.removeMetadata ?? [])],
-      expectedRevision: options.expectedRevision,
-      origin: options.origin ?? "",
-    });
+    const request = updateTodoRequest({ ...options, kind: "update_todo", sessionId, todoId });
+    request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.updateTodo(request, call));
     return { todo: todoFromProto(response.todo!), revision: response.revision, changed: response.changed };
   }
 
   /** Removes one todo; returns the revision after. Not retried: a repeat of a removal that happened is NOT_FOUND. */
   async removeTodo(sessionId: string, todoId: string, options: WriteOptions = {}): Promise<bigint> {
-    const request = create(pb.RemoveTodoRequestSchema, {
-      sessionId,
-      todoId,
-      expectedRevision: options.expectedRevision,
-      origin: options.origin ?? "",
-    });
+    const request = removeTodoRequest({ ...options, kind: "remove_todo", sessionId, todoId });
+    request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.removeTodo(request, call), false);
     return response.revision;
+  }
+
+  /**
+   * Up to `MAX_BATCH_WRITES` writes, to any sessions, applied in order and atomically (all or
+   * none): one call instead of one per write. Returns one result per write, in order, typed by
+   * its write's `kind` (for an array literal of writes, each element's own type). A failing write
+   * fails the batch with its rpc's error, naming it: `error.writeIndex`, a message starting with
+   * `writes[i]`, field paths such as `writes[i].add_todo.todo.content`. Retried while UNAVAILABLE
+   * under one request id (generated once unless given), so a retry returns the first call's
+   * results and never writes twice.
+   */
+  async batchWrite<const Writes extends readonly Write[]>(
+    writes: Writes,
+    options: BatchWriteOptions = {},
+  ): Promise<WriteResults<Writes>> {
+    const request = create(pb.BatchWriteRequestSchema, {
+      writes: writes.map(writeToProto),
+      requestId: options.requestId || newRequestId(),
+      origin: options.origin ?? "",
+    });
+    const response = await this.call((call) => this.rpc.batchWrite(request, call));
+    if (response.results.length !== writes.length) {
+      throw new Error(`BatchWrite answered ${response.results.length} results for ${writes.length} writes`);
+    }
+    const results = response.results.map((result, index) => writeResultFromProto(writes[index].kind, result));
+    return results as WriteResults<Writes>;
   }
 
   /**

@@ -5,15 +5,23 @@ import { durationFromMs, durationMs, timestampDate, type Duration, type Timestam
 
 import * as pb from "./gen/sessiontodo/v1/todo_service_pb.js";
 import type {
+  AddTodoWrite,
   ChangeKind,
+  CreateSessionWrite,
   FeedEvent,
   NewTodo,
   RemovalReason,
+  RemoveTodoWrite,
+  ReplaceTodosWrite,
   Session,
   Todo,
   TodoPriority,
   TodoStatus,
+  UpdateSessionWrite,
+  UpdateTodoWrite,
   WatchEvent,
+  Write,
+  WriteResult,
 } from "./models.js";
 
 const STATUSES: Record<TodoStatus, pb.TodoStatus> = {
@@ -136,4 +144,129 @@ export function watchEventFromProto(message: pb.WatchTodosResponse | pb.WatchCha
 
 export function feedEventFromProto(message: pb.WatchChangesResponse): FeedEvent {
   return { ...watchEventFromProto(message), cursor: message.cursor };
+}
+
+/*
+ * The request of each write rpc, built from its write: the client's methods and its batches share
+ * them. Origin and request id stay empty here (a batch's nested requests must leave them so); the
+ * methods set them on the request.
+ */
+
+export function replaceTodosRequest(write: ReplaceTodosWrite): pb.ReplaceTodosRequest {
+  return create(pb.ReplaceTodosRequestSchema, {
+    sessionId: write.sessionId,
+    todos: write.todos.map(todoToProto),
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function addTodoRequest(write: AddTodoWrite): pb.AddTodoRequest {
+  return create(pb.AddTodoRequestSchema, {
+    sessionId: write.sessionId,
+    todo: todoToProto(write.todo),
+    index: write.index,
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function updateTodoRequest(write: UpdateTodoWrite): pb.UpdateTodoRequest {
+  return create(pb.UpdateTodoRequestSchema, {
+    sessionId: write.sessionId,
+    todoId: write.todoId,
+    content: write.content,
+    status: write.status === undefined ? pb.TodoStatus.UNSPECIFIED : statusToProto(write.status),
+    priority: write.priority === undefined ? pb.TodoPriority.UNSPECIFIED : priorityToProto(write.priority),
+    metadata: { ...write.metadata },
+    removeMetadataKeys: [...(write.removeMetadata ?? [])],
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function removeTodoRequest(write: RemoveTodoWrite): pb.RemoveTodoRequest {
+  return create(pb.RemoveTodoRequestSchema, {
+    sessionId: write.sessionId,
+    todoId: write.todoId,
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function createSessionRequest(write: CreateSessionWrite): pb.CreateSessionRequest {
+  return create(pb.CreateSessionRequestSchema, {
+    sessionId: write.sessionId,
+    parentId: write.parentId ?? "",
+    labels: { ...write.labels },
+    idleTtl: durationToProto(write.idleTtlMs),
+  });
+}
+
+export function updateSessionRequest(write: UpdateSessionWrite): pb.UpdateSessionRequest {
+  return create(pb.UpdateSessionRequestSchema, {
+    sessionId: write.sessionId,
+    labels: { ...write.labels },
+    removeLabelKeys: [...(write.removeLabels ?? [])],
+    idleTtl: durationToProto(write.idleTtlMs),
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+const WRITE_KINDS: readonly Write["kind"][] = [
+  "replace_todos",
+  "add_todo",
+  "update_todo",
+  "remove_todo",
+  "create_session",
+  "update_session",
+  "remove_session",
+];
+
+/** A write whose kind is none of ours (from JavaScript, where nothing checked it): refused before any call. */
+function unknownWriteKind(write: never): never {
+  const kind = JSON.stringify((write as { kind?: unknown } | undefined)?.kind);
+  throw new TypeError(`unknown write kind ${kind}: use one of ${WRITE_KINDS.join(", ")}`);
+}
+
+/** A write's rpc request, in the wire's `operation` oneof. */
+function operationToProto(write: Write): pb.Write["operation"] {
+  switch (write.kind) {
+    case "replace_todos":
+      return { case: "replaceTodos", value: replaceTodosRequest(write) };
+    case "add_todo":
+      return { case: "addTodo", value: addTodoRequest(write) };
+    case "update_todo":
+      return { case: "updateTodo", value: updateTodoRequest(write) };
+    case "remove_todo":
+      return { case: "removeTodo", value: removeTodoRequest(write) };
+    case "create_session":
+      return { case: "createSession", value: createSessionRequest(write) };
+    case "update_session":
+      return { case: "updateSession", value: updateSessionRequest(write) };
+    case "remove_session":
+      return { case: "removeSession", value: create(pb.RemoveSessionRequestSchema, { sessionId: write.sessionId }) };
+    default:
+      return unknownWriteKind(write);
+  }
+}
+
+/** One write of a batch as the wire's `Write`. */
+export function writeToProto(write: Write): pb.Write {
+  return create(pb.WriteSchema, { operation: operationToProto(write) });
+}
+
+/** What one write did, typed by the write's `kind` (the wire's result has every field, the kind none). */
+export function writeResultFromProto(kind: Write["kind"], result: pb.WriteResult): WriteResult {
+  const { revision, changed } = result;
+  switch (kind) {
+    case "replace_todos":
+      return { kind, revision, changed, todoIds: result.todoIds };
+    case "add_todo":
+      return { kind, revision, changed, todo: todoFromProto(result.todo!), index: result.index };
+    case "update_todo":
+      return { kind, revision, changed, todo: todoFromProto(result.todo!) };
+    case "remove_session":
+      return { kind, revision, changed, removedSessionIds: result.removedSessionIds };
+    case "remove_todo":
+    case "create_session":
+    case "update_session":
+      return { kind, revision, changed };
+  }
 }

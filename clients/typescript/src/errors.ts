@@ -61,6 +61,15 @@ export class ServiceError extends Error {
     this.quotaViolations = [...(details.quotaViolations ?? [])];
     this.retryDelayMs = details.retryDelayMs;
   }
+
+  /**
+   * The write of a `batchWrite` that failed the batch (ErrorInfo's `writeIndex`); undefined when
+   * the error is not one write's (the whole batch was refused, or the call was not a batch).
+   */
+  get writeIndex(): number | undefined {
+    const index = this.metadata.writeIndex ?? "";
+    return /^\d+$/.test(index) ? Number(index) : undefined;
+  }
 }
 
 export class InvalidArgument extends ServiceError {}

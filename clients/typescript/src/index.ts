@@ -3,8 +3,10 @@
 export {
   TodoClient,
   KEEPALIVE_INTERVAL_MS,
+  MAX_BATCH_WRITES,
   newSessionId,
   type AddTodoOptions,
+  type BatchWriteOptions,
   type ClientOptions,
   type ConnectOptions,
   type CreateSessionOptions,
@@ -35,10 +37,20 @@ export {
 export { FeedPosition, RESET_MARKER } from "./feed.js";
 export type {
   AddedTodo,
+  AddTodoResult,
+  AddTodoWrite,
   ChangeKind,
+  CreateSessionResult,
+  CreateSessionWrite,
   FeedEvent,
   NewTodo,
   RemovalReason,
+  RemoveSessionResult,
+  RemoveSessionWrite,
+  RemoveTodoResult,
+  RemoveTodoWrite,
+  ReplaceTodosResult,
+  ReplaceTodosWrite,
   Session,
   SessionTodos,
   Todo,
@@ -46,7 +58,15 @@ export type {
   TodoPriority,
   TodoStatus,
   UpdatedTodo,
+  UpdateSessionResult,
+  UpdateSessionWrite,
+  UpdateTodoResult,
+  UpdateTodoWrite,
   WatchEvent,
+  Write,
+  WriteResult,
+  WriteResultOf,
+  WriteResults,
 } from "./models.js";
 export { DEFAULT_RETRY, isTransient, RetryPolicy, type RetryOptions, type RunOptions } from "./retry.js";
 export { ChannelSecurity, isLoopback, type ChannelSecurityOptions, type SecurityFiles } from "./security.js";

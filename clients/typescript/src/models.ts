@@ -87,6 +87,142 @@ export interface UpdatedTodo {
   readonly changed: boolean;
 }
 
+/**
+ * One write of a batch (`TodoClient.batchWrite`): a write rpc's arguments and a `kind` saying
+ * which. The kind is the operation's name on the wire, so an error's field path names it too
+ * (`writes[2].add_todo.todo.content`). Origin and request id belong to the batch, not to a write.
+ */
+export type Write =
+  | ReplaceTodosWrite
+  | AddTodoWrite
+  | UpdateTodoWrite
+  | RemoveTodoWrite
+  | CreateSessionWrite
+  | UpdateSessionWrite
+  | RemoveSessionWrite;
+
+/** Replace a session's list (as `replaceTodos`). */
+export interface ReplaceTodosWrite {
+  readonly kind: "replace_todos";
+  readonly sessionId: string;
+  readonly todos: readonly NewTodo[];
+  readonly expectedRevision?: bigint;
+}
+
+/** Add one todo (as `addTodo`): at `index` (0 or negative: the front), or appended. */
+export interface AddTodoWrite {
+  readonly kind: "add_todo";
+  readonly sessionId: string;
+  readonly todo: NewTodo;
+  readonly index?: number;
+  readonly expectedRevision?: bigint;
+}
+
+/** Change one todo's given fields (as `updateTodo`). */
+export interface UpdateTodoWrite {
+  readonly kind: "update_todo";
+  readonly sessionId: string;
+  readonly todoId: string;
+  readonly content?: string;
+  readonly status?: TodoStatus | number;
+  readonly priority?: TodoPriority | number;
+  readonly metadata?: Readonly<Record<string, string>>;
+  readonly removeMetadata?: readonly string[];
+  readonly expectedRevision?: bigint;
+}
+
+/** Remove one todo (as `removeTodo`). */
+export interface RemoveTodoWrite {
+  readonly kind: "remove_todo";
+  readonly sessionId: string;
+  readonly todoId: string;
+  readonly expectedRevision?: bigint;
+}
+
+/** Create a session, or find it (as `createSession`; here the id is the caller's). */
+export interface CreateSessionWrite {
+  readonly kind: "create_session";
+  readonly sessionId: string;
+  readonly parentId?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  /** Milliseconds without a change before the session expires (at least 1000); default: the server's. */
+  readonly idleTtlMs?: number;
+}
+
+/** Change a session's labels or idle TTL (as `updateSession`). */
+export interface UpdateSessionWrite {
+  readonly kind: "update_session";
+  readonly sessionId: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly removeLabels?: readonly string[];
+  /** The new idle TTL; 0 removes it (never expire). */
+  readonly idleTtlMs?: number;
+  readonly expectedRevision?: bigint;
+}
+
+/** Remove a session and its descendants (as `removeSession`). */
+export interface RemoveSessionWrite {
+  readonly kind: "remove_session";
+  readonly sessionId: string;
+}
+
+/** What every write of a batch did to its session. */
+interface WriteOutcome {
+  /** The session's revision after the write (a removal: its SESSION_REMOVED's; 0 when nothing was removed). */
+  readonly revision: bigint;
+  /** False for a list or an update equal to what was there, a session that existed, a removal of none. */
+  readonly changed: boolean;
+}
+
+/** One write's result, of the write's `kind` (`WriteResultOf` picks it for a given write type). */
+export type WriteResult =
+  | ReplaceTodosResult
+  | AddTodoResult
+  | UpdateTodoResult
+  | RemoveTodoResult
+  | CreateSessionResult
+  | UpdateSessionResult
+  | RemoveSessionResult;
+
+export interface ReplaceTodosResult extends WriteOutcome {
+  readonly kind: "replace_todos";
+  /** The list's ids as stored, in order (generated ones filled in). */
+  readonly todoIds: readonly string[];
+}
+
+export interface AddTodoResult extends AddedTodo, WriteOutcome {
+  readonly kind: "add_todo";
+}
+
+export interface UpdateTodoResult extends UpdatedTodo {
+  readonly kind: "update_todo";
+}
+
+export interface RemoveTodoResult extends WriteOutcome {
+  readonly kind: "remove_todo";
+}
+
+/** `changed` says whether the write created the session. */
+export interface CreateSessionResult extends WriteOutcome {
+  readonly kind: "create_session";
+}
+
+export interface UpdateSessionResult extends WriteOutcome {
+  readonly kind: "update_session";
+}
+
+export interface RemoveSessionResult extends WriteOutcome {
+  readonly kind: "remove_session";
+  /** The session and its descendants. */
+  readonly removedSessionIds: readonly string[];
+}
+
+/** The result type of a write type: `AddTodoResult` for an `AddTodoWrite`; a union for a union. */
+export type WriteResultOf<W> = W extends { readonly kind: infer Kind } ? Extract<WriteResult, { kind: Kind }> : never;
+
+/** The results of a batch: one per write, in order, each typed by its write (a tuple for a tuple of writes). */
+export type WriteResults<Writes extends readonly Write[]> = { -readonly [I in keyof Writes]: WriteResultOf<Writes[I]> };
+
 /** One message of a watch: the change and the full list after it. */
 export interface WatchEvent {
   readonly sessionId: string;

@@ -1,5 +1,5 @@
 // @sessiontodo/client against a real sessiontodo server: every rpc, the typed errors with their
-// google.rpc details, the watch and the feed; plus the pieces that need no server (retry policy,
+// google.rpc details, the watch and the feed, atomic batches; plus the pieces that need no server (retry policy,
 // security rules, the feed's resume state).
 //
 // Driven by test_typescript_client.py, which starts the server and sets:
@@ -19,6 +19,7 @@ const {
   InvalidArgument,
   isLoopback,
   isTransient,
+  MAX_BATCH_WRITES,
   NotFound,
   RetryPolicy,
   ServiceError,
@@ -196,6 +197,162 @@ describe('errors', () => {
     const error = await rejection(client.createSession({ sessionId, parentId: otherId }));
     assert.ok(error instanceof FailedPrecondition);
     assert.equal(error.metadata.parentId, parentId);
+  });
+});
+
+describe('batches', () => {
+  /** `count` writes adding one todo each to `sessionId`. */
+  const adds = (sessionId, count) =>
+    Array.from({ length: count }, (_, n) => ({ kind: 'add_todo', sessionId, todo: { content: `step ${n}` } }));
+
+  test('a batch of every kind of write returns one result per write, typed by its kind', async () => {
+    const [typed, gone] = [`ts-${randomUUID()}`, `ts-${randomUUID()}`];
+    const results = await client.batchWrite(
+      [
+        { kind: 'create_session', sessionId: typed, labels: { title: 'Typed' } },
+        { kind: 'replace_todos', sessionId: typed, todos: [{ id: 'a', content: 'A' }] },
+        { kind: 'add_todo', sessionId: typed, todo: { content: 'B' }, expectedRevision: 1n },
+        { kind: 'update_todo', sessionId: typed, todoId: 'a', status: 'completed' },
+        { kind: 'update_session', sessionId: typed, labels: { done: 'yes' } },
+        { kind: 'create_session', sessionId: gone },
+        { kind: 'remove_todo', sessionId: typed, todoId: 'a' },
+        { kind: 'remove_session', sessionId: gone },
+      ],
+      { origin: 'ts-batch' },
+    );
+    assert.deepEqual(results.map((result) => result.revision), [0n, 1n, 2n, 3n, 4n, 0n, 5n, 1n]);
+    assert.deepEqual(results.map((result) => result.kind), [
+      'create_session', 'replace_todos', 'add_todo', 'update_todo', 'update_session', 'create_session', 'remove_todo', 'remove_session',
+    ]);
+    assert.deepEqual(results[1].todoIds, ['a']);
+    assert.deepEqual([results[2].todo.content, results[2].index, results[2].changed], ['B', 1, true]);
+    assert.equal(results[3].todo.status, 'completed');
+    assert.deepEqual(results[7].removedSessionIds, [gone]);
+    assert.deepEqual((await client.getTodos(typed)).todos.map((t) => t.content), ['B']);
+    assert.deepEqual((await client.getSession(typed)).labels, { title: 'Typed', done: 'yes' });
+  });
+
+  test('a batch across two sessions lands atomically: consecutive revisions and feed cursors, in write order', async () => {
+    const label = randomUUID();
+    const [a, b] = [`ts-${randomUUID()}`, `ts-${randomUUID()}`];
+    const labels = { batch: label };
+    const feed = reader(client.watchChanges({ includeSnapshot: true, includeProgress: true, labels }));
+    await feed.next(); // the (empty) snapshot's bookmark: the feed is live
+    const results = await client.batchWrite(
+      [
+        { kind: 'create_session', sessionId: a, labels },
+        { kind: 'create_session', sessionId: b, labels },
+        { kind: 'replace_todos', sessionId: a, todos: [{ id: 'one', content: 'One' }] },
+        { kind: 'add_todo', sessionId: b, todo: { content: 'Elsewhere' } },
+        { kind: 'update_todo', sessionId: a, todoId: 'one', status: 'in_progress', expectedRevision: 1n },
+        { kind: 'add_todo', sessionId: a, todo: { content: 'Two' }, index: 0, expectedRevision: 2n },
+      ],
+      { origin: 'ts-batch' },
+    );
+    const messages = [];
+    for (let n = 0; n < results.length; n += 1) messages.push(await feed.nextChange());
+    await feed.close();
+
+    assert.deepEqual(
+      results.map((result) => [result.kind, result.revision, result.changed]),
+      [
+        ['create_session', 0n, true],
+        ['create_session', 0n, true],
+        ['replace_todos', 1n, true],
+        ['add_todo', 1n, true],
+        ['update_todo', 2n, true],
+        ['add_todo', 3n, true],
+      ],
+    );
+    assert.deepEqual(
+      messages.map((message) => [message.kind, message.sessionId, message.revision]),
+      [
+        ['session_created', a, 0n],
+        ['session_created', b, 0n],
+        ['todos_replaced', a, 1n],
+        ['todo_added', b, 1n],
+        ['todo_updated', a, 2n],
+        ['todo_added', a, 3n],
+      ],
+    );
+    const [epoch, first] = messages[0].cursor.split('.');
+    assert.deepEqual(messages.map((message) => message.cursor), messages.map((_, n) => `${epoch}.${BigInt(first) + BigInt(n)}`));
+    assert.deepEqual(new Set(messages.map((message) => message.origin)), new Set(['ts-batch']));
+    assert.deepEqual(messages[5].todos.map((todo) => [todo.content, todo.status]), [['Two', 'pending'], ['One', 'in_progress']]);
+  });
+
+  test('a write with bad content fails the batch, names the write and changes nothing', async () => {
+    const sessionId = `ts-${randomUUID()}`;
+    const error = await rejection(
+      client.batchWrite([
+        { kind: 'create_session', sessionId },
+        { kind: 'add_todo', sessionId, todo: { content: 'fine' } },
+        { kind: 'add_todo', sessionId, todo: { content: '   ' } },
+      ]),
+    );
+    assert.ok(error instanceof InvalidArgument, String(error));
+    assert.equal(error.writeIndex, 2);
+    assert.deepEqual(error.violations.map((violation) => violation.field), ['writes[2].add_todo.todo.content']);
+    assert.match(error.message, /^INVALID_ARGUMENT: writes\[2\]/);
+    assert.ok((await rejection(client.getSession(sessionId))) instanceof NotFound);
+  });
+
+  test('a write whose expected revision is stale fails the batch as ABORTED, names the write and changes nothing', async () => {
+    const [sessionId, other] = [await newSession(), await newSession()];
+    await client.addTodo(sessionId, { content: 'first' });
+    const error = await rejection(
+      client.batchWrite([
+        { kind: 'add_todo', sessionId: other, todo: { content: 'not kept' } },
+        { kind: 'add_todo', sessionId, todo: { content: 'second' }, expectedRevision: 1n },
+        { kind: 'add_todo', sessionId, todo: { content: 'third' }, expectedRevision: 1n },
+      ]),
+    );
+    assert.ok(error instanceof Aborted, String(error));
+    assert.deepEqual([error.writeIndex, error.reason, error.metadata.actualRevision], [2, 'REVISION_MISMATCH', '2']);
+    assert.deepEqual((await client.batchGetTodos([sessionId, other])).sessions.map(({ todos }) => todos.length), [1, 0]);
+  });
+
+  test('a batch repeated with its request id returns the first results and writes once', async () => {
+    const sessionId = await newSession();
+    const requestId = randomUUID();
+    const writes = [{ kind: 'add_todo', sessionId, todo: { content: 'once' } }];
+    const first = await client.batchWrite(writes, { requestId });
+    const again = await client.batchWrite(writes, { requestId });
+    assert.deepEqual(again, first);
+    assert.deepEqual((await client.getTodos(sessionId)).todos.map((t) => t.content), ['once']);
+  });
+
+  test('a request id reused for another batch is FAILED_PRECONDITION with REQUEST_ID_REUSED', async () => {
+    const sessionId = await newSession();
+    const requestId = randomUUID();
+    await client.batchWrite([{ kind: 'add_todo', sessionId, todo: { content: 'first' } }], { requestId });
+    const error = await rejection(client.batchWrite([{ kind: 'add_todo', sessionId, todo: { content: 'other' } }], { requestId }));
+    assert.ok(error instanceof FailedPrecondition, String(error));
+    assert.equal(error.reason, 'REQUEST_ID_REUSED');
+  });
+
+  test('an empty batch is INVALID_ARGUMENT, no write of its own', async () => {
+    const error = await rejection(client.batchWrite([]));
+    assert.ok(error instanceof InvalidArgument, String(error));
+    assert.equal(error.writeIndex, undefined);
+  });
+
+  test('a batch of MAX_BATCH_WRITES writes is applied whole', async () => {
+    const sessionId = await newSession();
+    const results = await client.batchWrite(adds(sessionId, MAX_BATCH_WRITES));
+    assert.deepEqual([results.length, results.at(-1).revision], [MAX_BATCH_WRITES, BigInt(MAX_BATCH_WRITES)]);
+  });
+
+  test('a batch of more than MAX_BATCH_WRITES writes is INVALID_ARGUMENT naming the writes and changes nothing', async () => {
+    const sessionId = await newSession();
+    const error = await rejection(client.batchWrite(adds(sessionId, MAX_BATCH_WRITES + 1)));
+    assert.ok(error instanceof InvalidArgument, String(error));
+    assert.deepEqual(error.violations.map((violation) => violation.field), ['writes']);
+    assert.equal((await client.getTodos(sessionId)).revision, 0n);
+  });
+
+  test('a write of a kind this client does not know is refused before any call', async () => {
+    await assert.rejects(client.batchWrite([{ kind: 'add', sessionId: 'ts-nobody' }]), { name: 'TypeError', message: /unknown write kind "add"/ });
   });
 });
 

@@ -1,6 +1,6 @@
 // @sessiontodo/client across server restarts and crashes: retries while the service is down
-// (conditional updates included), a conditional update whose reply was lost, watches and feeds
-// that resume without loss or duplicates.
+// (conditional updates included), a conditional update and a batch whose replies were lost, watches
+// and feeds that resume without loss or duplicates.
 //
 // Driven by test_typescript_client.py, which sets:
 //   SESSIONTODO_SERVER_COMMAND  JSON argv of a sessiontodo server with a durable store, without --port
@@ -154,15 +154,37 @@ async function replyLosingProxy(port) {
   };
 }
 
-test('a retried conditional update whose reply was lost never overwrites a later change: it answers Aborted', async () => {
+/**
+ * A server holding `sessionId` with one todo; a client on it watching the changes after that, and
+ * a client whose calls go through a `replyLosingProxy` (its connection open). `end()` stops them.
+ */
+async function lostReplyScene(sessionId) {
   const port = await freePort();
   const server = startServer(port);
-  const { todo, revision } = await sessionWithTodo(port, 'lost-reply');
+  const { todo, revision } = await sessionWithTodo(port, sessionId);
   const direct = patientClient(port);
-  const changes = reader(direct.watch('lost-reply', { afterRevision: revision }));
+  const changes = reader(direct.watch(sessionId, { afterRevision: revision }));
   const proxy = await replyLosingProxy(port);
   const client = TodoClient.connect(`127.0.0.1:${proxy.port}`, { retry: new RetryPolicy({ initialMs: 20 }) });
-  await client.getSession('lost-reply'); // the connection through the proxy is open
+  await client.getSession(sessionId); // the connection through the proxy is open
+  return {
+    todo,
+    revision,
+    direct,
+    changes,
+    proxy,
+    client,
+    async end() {
+      await changes.close();
+      for (const closing of [client, direct, proxy]) closing.close();
+      await stop(server, 'SIGTERM');
+    },
+  };
+}
+
+test('a retried conditional update whose reply was lost never overwrites a later change: it answers Aborted', async () => {
+  const scene = await lostReplyScene('lost-reply');
+  const { todo, revision, direct, changes, proxy, client } = scene;
 
   let error, stored;
   try {
@@ -174,13 +196,34 @@ test('a retried conditional update whose reply was lost never overwrites a later
     error = await updating;
     stored = await direct.getTodos('lost-reply');
   } finally {
-    await changes.close();
-    for (const closing of [client, direct, proxy]) closing.close();
-    await stop(server, 'SIGTERM');
+    await scene.end();
   }
 
   assert.ok(error instanceof Aborted, String(error));
   assert.deepEqual([stored.revision, stored.todos[0].status], [revision + 2n, 'in_progress']);
+});
+
+test('a batch whose reply was lost is retried under its request id: the first results, written once', async () => {
+  const scene = await lostReplyScene('lost-batch');
+  const { revision, direct, changes, proxy, client } = scene;
+
+  let results, stored;
+  try {
+    proxy.hold();
+    const batching = client.batchWrite([
+      { kind: 'add_todo', sessionId: 'lost-batch', todo: { content: 'one' } },
+      { kind: 'add_todo', sessionId: 'lost-batch', todo: { content: 'two' } },
+    ]);
+    await changes.next(); // applied; its reply is held back
+    proxy.cut();
+    results = await batching;
+    stored = await direct.getTodos('lost-batch');
+  } finally {
+    await scene.end();
+  }
+
+  assert.deepEqual(results.map((result) => result.revision), [revision + 1n, revision + 2n]);
+  assert.deepEqual(stored.todos.map((todo) => todo.content), ['ship it', 'one', 'two']);
 });
 
 test('a replace is not retried while the service is down: the caller decides', async () => {

@@ -39,14 +39,27 @@ console.log(JSON.stringify({
 """
 
 CHECK = """
-import { TodoClient, type TodoStatus, type WatchEvent } from '@sessiontodo/client';
+import { TodoClient, type TodoStatus, type WatchEvent, type Write } from '@sessiontodo/client';
 import { TodoService } from '@sessiontodo/client/proto';
 
 const status: TodoStatus = 'in_progress';
 // @ts-expect-error: a status the API does not have
 const wrong: TodoStatus = 'done';
 const revision: WatchEvent['revision'] = 1n;
-export const used = [status, wrong, revision, TodoService.typeName, TodoClient.connect];
+// @ts-expect-error: a write kind the API does not have
+const write: Write = { kind: 'add', sessionId: 'typed' };
+
+/** Each result of a batch has its write's type. */
+async function batch(client: TodoClient): Promise<string> {
+  const [created, added] = await client.batchWrite([
+    { kind: 'create_session', sessionId: 'typed' },
+    { kind: 'add_todo', sessionId: 'typed', todo: { content: 'typed' } },
+  ]);
+  // @ts-expect-error: a created session's result has no todo
+  created.todo;
+  return added.todo.content;
+}
+export const used = [status, wrong, revision, write, batch, TodoService.typeName, TodoClient.connect];
 """
 
 
