@@ -118,7 +118,8 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         # streams over the concurrency limit, counting reset ones not yet freed, are refused; and
         # resets are answered with a PING the client must acknowledge: a client that resets
         # without reading stalls its own connection (gRPC stops reading it), and one that never
-        # acknowledges is dropped when the ping times out.
+        # acknowledges gets GOAWAY ENHANCE_YOUR_CALM when the ping times out. Core keeps no count
+        # of resets, so a client that acknowledges is never closed (docs/operations.md).
         ("grpc.http2.max_requests_per_read", MAX_REQUESTS_PER_READ),
         ("grpc.http.overload_protection", 1),
         ("grpc.http2.ping_on_rst_stream_percent", 100),

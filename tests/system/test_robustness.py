@@ -52,6 +52,14 @@ async def _median_ms(client: TodoClient, calls: int) -> float:
     return statistics.median(took) * 1000
 
 
+async def _h2_peer(port: int, *args: str) -> asyncio.subprocess.Process:
+    """tests/support/h2_peer.py against ``port``, in a process of its own; it prints one JSON line."""
+    script = ROOT / "tests" / "support" / "h2_peer.py"
+    return await asyncio.create_subprocess_exec(
+        sys.executable, str(script), str(port), *args, stdout=asyncio.subprocess.PIPE
+    )
+
+
 async def test_a_rapid_reset_flood_on_one_connection_leaves_other_clients_served(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -62,14 +70,7 @@ async def test_a_rapid_reset_flood_on_one_connection_leaves_other_clients_served
             await client.create_session("s")
             await client.replace_todos("s", [Todo(content="x")])
             before = await _median_ms(client, 200)
-            attack = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(ROOT / "tests" / "support" / "h2_peer.py"),
-                str(server.port),
-                "8",
-                "200000",
-                stdout=asyncio.subprocess.PIPE,
-            )
+            attack = await _h2_peer(server.port, "8", "200000")
             during = await _median_ms(client, 200)
             seen = json.loads((await attack.communicate())[0])
             after = await _median_ms(client, 200)
@@ -79,6 +80,32 @@ async def test_a_rapid_reset_flood_on_one_connection_leaves_other_clients_served
         print(f"\nrapid reset: {seen}; the other client's median read: {medians}")
     assert seen["resets"] > 0
     assert [t.content for t in served.todos] == ["x"]
+
+
+async def test_a_client_resetting_streams_without_reading_is_sent_goaway_and_closed() -> None:
+    """HEADERS then RST_STREAM in a loop on a connection that reads nothing after the handshake:
+    gRPC core answers resets with a PING, the PING goes unanswered, and at the ping timeout
+    (``--keepalive-timeout``) core sends GOAWAY and closes the connection. The peer gives up after
+    30 s; a client on its own connection is answered meanwhile."""
+    with ServerProcess("--store", "memory://", "--keepalive-timeout", "1") as server:
+        async with TodoClient.connect(server.address) as client:
+            await client.create_session("s")
+            await client.replace_todos("s", [Todo(content="x")])
+            attack = await _h2_peer(server.port, "30", "1000000", "--without-reading")
+            finished = asyncio.ensure_future(attack.communicate())
+            answers = []
+            try:
+                while not finished.done():
+                    answers.append([t.content for t in (await client.get_todos("s")).todos])
+            finally:
+                if attack.returncode is None:
+                    attack.kill()
+                seen = json.loads((await finished)[0] or "{}")
+    assert seen["goaway"] == "ENHANCE_YOUR_CALM"
+    assert seen["goaway_debug"] == "ping_timeout"
+    assert seen["closed"]
+    assert answers
+    assert all(answer == ["x"] for answer in answers)
 
 
 def test_the_server_turns_on_grpc_cores_rapid_reset_protections() -> None:
