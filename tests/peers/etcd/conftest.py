@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,8 +11,7 @@ import pytest
 from sessiontodo_server.stores.etcd import EtcdStore
 from tests.support.etcd_cluster import EtcdCluster
 from tests.support.markers import mark_folder
-
-HISTORY = 8
+from tests.support.replicas import OpenReplica, replicas
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -20,16 +19,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-async def open_replica(etcd: EtcdCluster) -> AsyncIterator[Callable[..., Awaitable[EtcdStore]]]:
+async def open_replica(etcd: EtcdCluster) -> AsyncIterator[OpenReplica[EtcdStore]]:
     """Open etcd stores on the test's cluster (each one stands for a replica); all closed after the test."""
-    opened: list[EtcdStore] = []
-
-    async def _open(url: str | None = None, history_limit: int = HISTORY, feed_history: int = 4096) -> EtcdStore:
-        store = EtcdStore(url or etcd.url(), history_limit, feed_history)
-        await store.open()
-        opened.append(store)
-        return store
-
-    yield _open
-    for store in opened:
-        await store.close()
+    async with replicas(EtcdStore, etcd.url()) as open_another:
+        yield open_another

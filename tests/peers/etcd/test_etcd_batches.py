@@ -4,7 +4,7 @@ replicas and the history, and push it against etcd's limits."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,8 +21,8 @@ from sessiontodo_server.stores.etcd.client import EtcdClient
 from sessiontodo_server.stores.etcd.events import revision_of
 from tests.support import eventually
 from tests.support.etcd_cluster import EtcdCluster
+from tests.support.replicas import OpenReplica
 
-OpenReplica = Callable[..., Awaitable[EtcdStore]]
 LIMITS = Limits()
 
 
@@ -77,7 +77,7 @@ def _raced_by(racer: EtcdStore, monkeypatch: pytest.MonkeyPatch) -> list[Change]
 
 @pytest.mark.parametrize("creating", [False, True], ids=["writes only", "creating a session too"])
 async def test_a_batch_raced_by_another_replica_is_applied_whole_on_top_of_that_write(
-    open_replica: OpenReplica, monkeypatch: pytest.MonkeyPatch, creating: bool
+    open_replica: OpenReplica[EtcdStore], monkeypatch: pytest.MonkeyPatch, creating: bool
 ) -> None:
     batcher, racer = await open_replica(), await open_replica()
     await _batch(batcher, Create("a", SessionInfo()), Create("b", SessionInfo()))
@@ -92,7 +92,7 @@ async def test_a_batch_raced_by_another_replica_is_applied_whole_on_top_of_that_
 
 
 async def test_a_batch_whose_expected_revision_a_racing_replica_moved_fails_whole(
-    open_replica: OpenReplica, monkeypatch: pytest.MonkeyPatch
+    open_replica: OpenReplica[EtcdStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     batcher, racer = await open_replica(), await open_replica()
     await _batch(batcher, Create("a", SessionInfo()), Create("b", SessionInfo()))
@@ -109,7 +109,7 @@ async def test_a_batch_whose_expected_revision_a_racing_replica_moved_fails_whol
 
 
 async def test_another_replica_hears_a_batchs_changes_in_order_with_consecutive_cursors(
-    open_replica: OpenReplica,
+    open_replica: OpenReplica[EtcdStore],
 ) -> None:
     batcher, listener = await open_replica(), await open_replica()
     heard: list[Change] = []
@@ -142,7 +142,7 @@ async def test_another_replica_hears_a_batchs_changes_in_order_with_consecutive_
 
 
 async def test_a_watcher_resuming_inside_a_batch_gets_the_versions_after_its_revision(
-    open_replica: OpenReplica,
+    open_replica: OpenReplica[EtcdStore],
 ) -> None:
     writer, reader = await open_replica(), await open_replica()
     await _batch(writer, Create("s", SessionInfo()), _add("s", "a"), _add("s", "b"))
@@ -158,7 +158,7 @@ async def test_a_watcher_resuming_inside_a_batch_gets_the_versions_after_its_rev
 
 
 async def test_a_batch_of_1000_writes_to_a_few_sessions_is_one_txn_within_etcds_default_limits(
-    open_replica: OpenReplica,
+    open_replica: OpenReplica[EtcdStore],
 ) -> None:
     store = await open_replica()
     await _batch(store, *(Create(f"s{n}", SessionInfo()) for n in range(10)))
@@ -170,7 +170,7 @@ async def test_a_batch_of_1000_writes_to_a_few_sessions_is_one_txn_within_etcds_
 
 
 async def test_a_batch_needing_more_txn_operations_than_etcd_allows_is_refused_naming_the_limit(
-    open_replica: OpenReplica,
+    open_replica: OpenReplica[EtcdStore],
 ) -> None:
     store = await open_replica()
     before = await store.snapshot()
@@ -196,7 +196,7 @@ async def test_with_max_txn_ops_raised_a_batch_creating_1000_sessions_is_one_txn
 
 
 async def test_a_batch_past_etcds_request_size_is_refused_as_a_limit_and_writes_nothing(
-    open_replica: OpenReplica, etcd: EtcdCluster
+    open_replica: OpenReplica[EtcdStore], etcd: EtcdCluster
 ) -> None:
     store = await open_replica(f"{etcd.url()}?max_request_bytes=65536")
     await _batch(store, *(Create(f"s{n}", SessionInfo()) for n in range(8)))
@@ -210,7 +210,7 @@ async def test_a_batch_past_etcds_request_size_is_refused_as_a_limit_and_writes_
     assert await store.snapshot() == before
 
 
-async def test_a_batch_request_id_is_honoured_through_another_replica(open_replica: OpenReplica) -> None:
+async def test_a_batch_request_id_is_honoured_through_another_replica(open_replica: OpenReplica[EtcdStore]) -> None:
     first, second = await open_replica(), await open_replica()
     written = await _batch(first, Create("s", SessionInfo()), _add("s", "once"), request_id="\nr1", fingerprint="f")
 
@@ -221,7 +221,7 @@ async def test_a_batch_request_id_is_honoured_through_another_replica(open_repli
 
 
 async def test_a_retried_batch_of_writes_to_cached_sessions_returns_the_first_outcomes(
-    open_replica: OpenReplica,
+    open_replica: OpenReplica[EtcdStore],
 ) -> None:
     store = await open_replica()
     await _batch(store, Create("s", SessionInfo()))
@@ -242,7 +242,7 @@ def _remembered_lease(etcd: EtcdCluster, request_id: str) -> pb.LeaseTimeToLiveR
 
 
 async def test_a_batch_request_id_is_remembered_on_a_lease_of_the_retention_at_least(
-    open_replica: OpenReplica, etcd: EtcdCluster
+    open_replica: OpenReplica[EtcdStore], etcd: EtcdCluster
 ) -> None:
     store = await open_replica()
     await _batch(store, Create("s", SessionInfo()), request_id="\nr1", fingerprint="f")
@@ -251,7 +251,7 @@ async def test_a_batch_request_id_is_remembered_on_a_lease_of_the_retention_at_l
 
 
 async def test_a_batch_remembers_its_request_id_on_a_new_lease_when_etcd_lost_the_last(
-    open_replica: OpenReplica, etcd: EtcdCluster
+    open_replica: OpenReplica[EtcdStore], etcd: EtcdCluster
 ) -> None:
     store = await open_replica()
     await _batch(store, Create("a", SessionInfo()), request_id="\nr1", fingerprint="f")

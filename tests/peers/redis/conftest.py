@@ -3,7 +3,7 @@ every test here is marked ``redis`` and ``process``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,8 +13,7 @@ from sessiontodo_server.stores.redis import RedisStore
 from tests.support import ServerProcess
 from tests.support.markers import mark_folder
 from tests.support.redis_server import RedisServer
-
-HISTORY = 8
+from tests.support.replicas import OpenReplica, replicas
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -22,19 +21,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-async def open_replica(redis_server: RedisServer) -> AsyncIterator[Callable[..., Awaitable[RedisStore]]]:
+async def open_replica(redis_server: RedisServer) -> AsyncIterator[OpenReplica[RedisStore]]:
     """Open Redis stores on the test's server (each one stands for a replica); all closed after the test."""
-    opened: list[RedisStore] = []
-
-    async def _open(url: str | None = None, history_limit: int = HISTORY, feed_history: int = 4096) -> RedisStore:
-        store = RedisStore(url or redis_server.url, history_limit, feed_history)
-        await store.open()
-        opened.append(store)
-        return store
-
-    yield _open
-    for store in opened:
-        await store.close()
+    async with replicas(RedisStore, redis_server.url) as open_another:
+        yield open_another
 
 
 @pytest.fixture
