@@ -28,7 +28,7 @@ async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.TodoServiceStub]:
         yield pb_grpc.TodoServiceStub(channel)
 
 
-async def read(call: Any, timeout: float = 5.0) -> pb.WatchTodosResponse:
+async def read(call: Any, timeout: float = 10.0) -> pb.WatchTodosResponse:
     message = await asyncio.wait_for(call.read(), timeout)
     assert message is not grpc.aio.EOF, "the stream ended"
     return message

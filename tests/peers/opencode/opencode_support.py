@@ -23,7 +23,7 @@ class EventFeed:
         self.raw = b""
         """Every byte received so far, to check the framing."""
 
-    async def next_event(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_event(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next envelope, heartbeats included."""
         async with asyncio.timeout(timeout):
             return await self._next_envelope()
@@ -39,11 +39,11 @@ class EventFeed:
                     events.append(envelope)
         return events
 
-    async def next_update(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_update(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next ``todo.updated``'s properties, skipping heartbeats and session events."""
         return await self.next_of("todo.updated", timeout)
 
-    async def next_of(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_of(self, kind: str, timeout: float = 10.0) -> dict[str, Any]:
         """The properties of the next event of type ``kind``, skipping heartbeats and other session events."""
         async with asyncio.timeout(timeout):
             while True:
