@@ -151,7 +151,9 @@ def write_calls(server: RunningServer) -> dict[str, int]:
     return {method: int(count) for method, count in counts.items() if count}
 
 
-async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0, interval: float = 0.02) -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0, interval: float = 0.02
+) -> None:
     """Poll ``check`` until it is true, failing after ``timeout`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:

@@ -22,11 +22,14 @@ from tests.support import ServerProcess, free_port
 async def test_unary_calls_are_retried_until_the_service_comes_up(tmp_path: Path) -> None:
     port = free_port()
     server = ServerProcess("--store", "memory://", port=port)
-    async with TodoClient.connect(f"127.0.0.1:{port}", retry=RetryPolicy(attempts=40, maximum=0.5)) as client:
+    # Tries every 0.25 s on average for the whole deadline: a server process can take 10 s to come up on
+    # a loaded machine, which 40 tries (about 10 s) did not always cover.
+    retry = RetryPolicy(attempts=1000, maximum=0.5, deadline=60.0)
+    async with TodoClient.connect(f"127.0.0.1:{port}", retry=retry) as client:
         call = asyncio.ensure_future(client.create_session("late"))
         await asyncio.to_thread(server.start)
         try:
-            session, created = await asyncio.wait_for(call, 30)
+            session, created = await asyncio.wait_for(call, 90)
         finally:
             server.__exit__(None, None, None)
     assert (session.session_id, created) == ("late", True)

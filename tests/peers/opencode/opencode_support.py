@@ -23,16 +23,27 @@ class EventFeed:
         self.raw = b""
         """Every byte received so far, to check the framing."""
 
-    async def next_event(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_event(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next envelope, heartbeats included."""
         async with asyncio.timeout(timeout):
             return await self._next_envelope()
 
-    async def next_update(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_events(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The next ``count`` envelopes (of ``/event`` or ``/global/event``), heartbeats left out: a test
+        sidecar sends one every 0.3 s whatever else it sends, so on a busy machine one falls between any two."""
+        events: list[dict[str, Any]] = []
+        async with asyncio.timeout(timeout):
+            while len(events) < count:
+                envelope = await self._next_envelope()
+                if envelope.get("payload", envelope)["type"] != "server.heartbeat":
+                    events.append(envelope)
+        return events
+
+    async def next_update(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next ``todo.updated``'s properties, skipping heartbeats and session events."""
         return await self.next_of("todo.updated", timeout)
 
-    async def next_of(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_of(self, kind: str, timeout: float = 10.0) -> dict[str, Any]:
         """The properties of the next event of type ``kind``, skipping heartbeats and other session events."""
         async with asyncio.timeout(timeout):
             while True:

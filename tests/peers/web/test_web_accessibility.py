@@ -31,6 +31,13 @@ async def a_small_tree(client: TodoClient) -> None:
     )
 
 
+async def tree_shown(page: Page) -> None:
+    """Wait for every row of ``a_small_tree``: the last session made (ses_second) as well as the child, since
+    the page may show one before the next reaches it."""
+    for session_id in ("ses_child", "ses_second"):
+        await page.wait_for(session_row(session_id))
+
+
 async def focus_the_tree(page: Page) -> None:
     """Tab from the label filter, the control before the tree."""
     await page.locator("#filter-label", "focus")
@@ -39,7 +46,7 @@ async def focus_the_tree(page: Page) -> None:
 
 async def test_the_tree_is_one_tab_stop(page: Page, client: TodoClient) -> None:
     await a_small_tree(client)
-    await page.wait_for(session_row("ses_child"))
+    await tree_shown(page)
 
     await focus_the_tree(page)
     await page.press("Tab")
@@ -49,7 +56,7 @@ async def test_the_tree_is_one_tab_stop(page: Page, client: TodoClient) -> None:
 
 async def test_arrow_keys_move_through_the_shown_rows_in_order(page: Page, client: TodoClient) -> None:
     await a_small_tree(client)
-    await page.wait_for(session_row("ses_child"))
+    await tree_shown(page)
     await focus_the_tree(page)
     visited = [await page.focused("data-session-id")]
 
@@ -62,7 +69,7 @@ async def test_arrow_keys_move_through_the_shown_rows_in_order(page: Page, clien
 
 async def test_left_collapses_a_parent_and_right_expands_it(page: Page, client: TodoClient) -> None:
     await a_small_tree(client)
-    await page.wait_for(session_row("ses_child"))
+    await tree_shown(page)
     await page.locator(session_row("ses_first"), "focus")
 
     await page.press("ArrowLeft")
@@ -74,7 +81,7 @@ async def test_left_collapses_a_parent_and_right_expands_it(page: Page, client: 
 
 async def test_enter_selects_the_focused_session(page: Page, client: TodoClient) -> None:
     await a_small_tree(client)
-    await page.wait_for(session_row("ses_child"))
+    await tree_shown(page)
     await page.locator(session_row("ses_first"), "focus")
 
     await page.press("Enter")
@@ -85,7 +92,7 @@ async def test_enter_selects_the_focused_session(page: Page, client: TodoClient)
 
 async def test_a_todo_is_edited_and_saved_with_the_keyboard_alone(page: Page, client: TodoClient) -> None:
     await a_small_tree(client)
-    await page.wait_for(session_row("ses_child"))
+    await tree_shown(page)
     await page.locator(session_row("ses_first"), "focus")
     await page.press("Enter")
     await page.wait_for(todo_row("t1"))

@@ -65,6 +65,7 @@ async def test_status_and_priority_show_as_colour_and_words(page: Page, client: 
         "ses_colours", [Todo(id="t1", content="urgent", status=TodoStatus.IN_PROGRESS, priority=TodoPriority.HIGH)]
     )
     await select_session(page, "ses_colours")
+    await page.wait_for(todo_row("t1"))  # the list can reach the page after the session it is in
     colours = "const style = getComputedStyle(document.querySelector(arg)); return [style.color, style.backgroundColor]"
 
     status_words = await page.evaluate(
