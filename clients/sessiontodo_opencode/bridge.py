@@ -235,9 +235,8 @@ class TodoBridge:
         stored = {todo.id: todo for todo in current.todos}
         replacement = [todo_to_service(todo, stored.get(todo.id)) for todo in todos]
         written = await self._client.replace_todos(session_id, replacement, origin=ORIGIN)
-        if written.revision > current.revision:
-            await self._delivered(session_id, written.revision)
-        elif (session := self._sessions.get(session_id)) is not None:
+        await self._delivered(session_id, written.revision)  # a session created a moment ago is known then
+        if written.revision == current.revision and (session := self._sessions.get(session_id)) is not None:
             self._publish(self._todos_event(session, written.todos))
         return todos_from_service(written.todos)
 
