@@ -316,7 +316,7 @@ class OpenCodeRoutes:
             return bad_request(query.message, kind="Query")
         directory = self._directory(request)
         if query.whole_project:
-            sessions = await self._bridge.list_sessions(project=(await self._bridge.project_of_directory(directory)).id)
+            sessions = await self._bridge.list_project_sessions(directory)
         else:
             sessions = await self._bridge.list_sessions(directory)
         return json_response(query.select(sessions))

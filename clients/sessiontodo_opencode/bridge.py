@@ -143,13 +143,17 @@ class TodoBridge:
         """Raises ``NotFound`` for an unknown session."""
         return self.info(await self._client.get_session(self._opencode_id(session_id)))
 
-    async def list_sessions(self, directory: str | None = None, *, project: str | None = None) -> list[Session]:
-        """Every session of ``directory`` and ``project`` (None: of any), most recently updated first."""
+    async def list_sessions(self, directory: str | None = None) -> list[Session]:
+        """Every session of ``directory`` (None: of any), most recently updated first."""
         return self._newest_first(
-            session
-            for session in await self._client.list_sessions()
-            if directory in (None, self.directory_of(session)) and project in (None, self._project_of(session))
+            session for session in await self._client.list_sessions() if directory in (None, self.directory_of(session))
         )
+
+    async def list_project_sessions(self, directory: str) -> list[Session]:
+        """Every session of the directory's project, in any directory, most recently updated first."""
+        sessions = await self._client.list_sessions()
+        project_id = self._project_id_of_directory(directory, sessions)
+        return self._newest_first(session for session in sessions if self._project_of(session) == project_id)
 
     async def children(self, session_id: str) -> list[Session]:
         """The session's children, most recently updated first. Raises ``NotFound`` for an unknown session."""
@@ -181,11 +185,15 @@ class TodoBridge:
         Read from sessiontodo, not the feed's copy: a session created a moment ago counts.
         """
         sessions = await self._client.list_sessions()
-        members = [session for session in sessions if self.directory_of(session) == directory]
-        newest = max(members, key=lambda session: milliseconds(session.updated_at), default=None)
-        project_id = self.project if newest is None else self._project_of(newest)
+        project_id = self._project_id_of_directory(directory, sessions)
         project = self._project(project_id, [s for s in sessions if self._project_of(s) == project_id])
         return project.model_copy(update={"worktree": directory})
+
+    def _project_id_of_directory(self, directory: str, sessions: Sequence[ServiceSession]) -> str:
+        """The project of the directory's most recently updated session; this instance's if it has none."""
+        members = [session for session in sessions if self.directory_of(session) == directory]
+        newest = max(members, key=lambda session: milliseconds(session.updated_at), default=None)
+        return self.project if newest is None else self._project_of(newest)
 
     def _project(self, project_id: str, members: Sequence[ServiceSession]) -> Project:
         if project_id == self.project or not members:
