@@ -69,6 +69,15 @@ class Todo(NamedTuple):
     status: TodoStatus = TodoStatus.PENDING
     priority: TodoPriority = TodoPriority.MEDIUM
     metadata: Mapping[str, str] = NO_ENTRIES
+    description: str = ""
+    active_form: str = ""
+    owner: str = ""
+    blocked_by: tuple[str, ...] = ()
+    """Ids of todos of the same list that must be finished first (``graph``'s rules)."""
+    lease_expires_at: float = 0.0
+    """When the owner's claim lapses unless renewed (Unix seconds); 0: no lease (``claims``)."""
+    lease_seconds: float = 0.0
+    """How long the lease runs from each renewal; 0: no lease."""
 
 
 class TodoDraft(NamedTuple):
