@@ -61,7 +61,7 @@ def test_too_many_blockers_are_refused_for_the_todo() -> None:
 def test_a_cycle_is_named_by_the_edge_that_closes_it() -> None:
     [(field, why)] = violations(todo("a", "c"), todo("b", "a"), todo("c", "b"))
 
-    assert field.startswith("todos[") and ".blocked_by[" in field
+    assert field in {"todos[0].blocked_by[0]", "todos[1].blocked_by[0]", "todos[2].blocked_by[0]"}
     assert why.startswith("closes a cycle: ")
 
 

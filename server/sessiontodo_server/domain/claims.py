@@ -74,7 +74,10 @@ def _position(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> int:
 
 
 def _leased(todo: Todo, lease_seconds: float, now: float) -> Todo:
-    return todo._replace(lease_expires_at=now + lease_seconds if lease_seconds else 0.0, lease_seconds=lease_seconds)
+    """``todo`` with a lease of ``lease_seconds`` from ``now`` (0: none), to the millisecond, as
+    every store keeps it."""
+    lease = round(lease_seconds, 3)
+    return todo._replace(lease_expires_at=round(now + lease, 3) if lease else 0.0, lease_seconds=lease)
 
 
 def _with(todos: tuple[Todo, ...], position: int, todo: Todo) -> tuple[Todo, ...]:

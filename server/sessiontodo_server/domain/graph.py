@@ -12,14 +12,18 @@ holds nothing back. A todo is *ready* when it is PENDING, unowned and every bloc
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from sessiontodo_server.domain.errors import InvalidArgument
-from sessiontodo_server.domain.todos import Todo, TodoStatus
 
-FINISHED = frozenset({TodoStatus.COMPLETED, TodoStatus.CANCELLED})
-"""The statuses in which a todo no longer blocks the todos waiting on it."""
+if TYPE_CHECKING:  # todos.py validates lists with this module
+    from sessiontodo_server.domain.todos import Todo
 
-_PENDING = TodoStatus.PENDING
+FINISHED = frozenset({"completed", "cancelled"})
+"""The statuses (``TodoStatus`` values, which compare equal to them) in which a todo no longer
+blocks the todos waiting on it."""
+
+_PENDING = "pending"
 _SHOWN_IN_CYCLE = 8
 """Ids a cycle's description names before it elides the rest."""
 
@@ -50,10 +54,11 @@ def list_violations(todos: Sequence[Todo], max_blockers: int, prefix: str = "") 
 
 
 def blocker_violations(
-    todo_id: str, blockers: Sequence[str], known: Container[str], max_blockers: int, field: str
+    todo_id: str, blockers: Sequence[str], known: Container[str] | None, max_blockers: int, field: str
 ) -> list[tuple[str, str]]:
-    """What is wrong with one todo's blockers on their own: too many, an id naming no todo of
-    ``known`` (the list's ids), the todo itself, or an id given twice (``field[i]`` names it)."""
+    """What is wrong with one todo's blockers: too many, the todo itself, an id given twice, and
+    (unless ``known`` is None) an id naming no todo of ``known``, the list's ids; ``field[i]``
+    names each culprit."""
     violations = []
     if len(blockers) > max_blockers:
         violations.append((field, f"at most {max_blockers} blockers per todo"))
@@ -61,7 +66,7 @@ def blocker_violations(
     for nth, blocker in enumerate(blockers):
         if todo_id and blocker == todo_id:
             violations.append((f"{field}[{nth}]", "a todo cannot block itself"))
-        elif blocker not in known:
+        elif known is not None and blocker not in known:
             violations.append((f"{field}[{nth}]", f"{blocker[:128]!r} names no todo of this list"))
         elif blocker in seen:
             violations.append((f"{field}[{nth}]", f"{blocker[:128]!r} is given twice"))
@@ -148,7 +153,7 @@ def finished_ids(todos: Iterable[Todo]) -> set[str]:
 
 def is_ready(todo: Todo, finished: set[str]) -> bool:
     """PENDING, unowned, every blocker finished (``finished``: the list's ``finished_ids``)."""
-    return todo.status is _PENDING and not todo.owner and finished.issuperset(todo.blocked_by)
+    return todo.status == _PENDING and not todo.owner and finished.issuperset(todo.blocked_by)
 
 
 def unfinished_blockers(todo: Todo, todos: Iterable[Todo]) -> list[str]:
