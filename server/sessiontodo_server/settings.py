@@ -11,7 +11,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_common.addresses import is_loopback_host
 from sessiontodo_server.domain.budget import DEFAULT_BUDGET, MemoryBudget
-from sessiontodo_server.domain.todos import MAX_IDLE_TTL, Limits
+from sessiontodo_server.domain.todos import MAX_IDLE_TTL
+from sessiontodo_server.domain.values import Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 
