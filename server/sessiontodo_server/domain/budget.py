@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, SessionInfo, Todo
 
 DEFAULT_BUDGET = 1 << 30
 
