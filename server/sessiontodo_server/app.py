@@ -245,8 +245,8 @@ async def start_server(
         else open_store(
             settings.store,
             settings.history_limit,
-            settings.feed_history,
-            settings.budget(),
+            feed_history=settings.feed_history,
+            budget=settings.budget(),
             durability=settings.durability,
             redis_wait_replicas=settings.redis_wait_replicas,
         )

@@ -19,9 +19,9 @@ from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
 def open_store(
     url: str,
     history_limit: int,
+    *,
     feed_history: int = 4096,
     budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
-    *,
     durability: Durability = "process",
     redis_wait_replicas: int = 0,
 ) -> TodoStore:
