@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sessiontodo_client import AddTodoWrite, CreateSessionWrite, FailedPrecondition, Todo, TodoClient
+from sessiontodo_client import AddTodoWrite, CreateSessionWrite, FailedPrecondition, Todo, TodoClient, Write
 from sessiontodo_server.app import RunningServer
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import (
@@ -76,7 +76,10 @@ async def test_a_batch_request_id_reused_with_another_origin_is_failed_precondit
     start: Callable[..., Any], store_url: str
 ) -> None:
     server: RunningServer = await start(store=store_url)
-    writes = [CreateSessionWrite(session_id="s"), AddTodoWrite(session_id="s", todo=Todo(id="t", content="once"))]
+    writes: list[Write] = [
+        CreateSessionWrite(session_id="s"),
+        AddTodoWrite(session_id="s", todo=Todo(id="t", content="once")),
+    ]
     async with TodoClient.connect(server.address) as client:
         await client.batch_write(writes, request_id="b-1", origin="gateway")
         with pytest.raises(FailedPrecondition) as raised:
