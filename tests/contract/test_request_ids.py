@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sessiontodo_client import AddTodoWrite, CreateSessionWrite, FailedPrecondition, Todo, TodoClient, Write
+from sessiontodo_client import AddTodoWrite, CreateSessionWrite, FailedPrecondition, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
@@ -77,7 +77,7 @@ async def test_a_batch_request_id_reused_with_another_origin_is_failed_precondit
     start: Callable[..., Any], store_url: str
 ) -> None:
     server: RunningServer = await start(store=store_url)
-    writes: list[Write] = [
+    writes: list[CreateSessionWrite | AddTodoWrite] = [
         CreateSessionWrite(session_id="s"),
         AddTodoWrite(session_id="s", todo=Todo(id="t", content="once")),
     ]
