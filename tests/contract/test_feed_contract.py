@@ -15,7 +15,7 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ChangeKind, FeedEvent, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.todos import TodoDraft
+from sessiontodo_server.domain.values import TodoDraft
 from tests.support import ServerProcess
 
 Kind = pb.ChangeKind

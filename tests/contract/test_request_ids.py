@@ -23,8 +23,8 @@ from sessiontodo_server.domain.store import (
     TodoStore,
     Written,
 )
-from sessiontodo_server.domain.todos import Limits, SessionInfo
-from sessiontodo_server.domain.todos import Todo as DomainTodo
+from sessiontodo_server.domain.values import Limits, SessionInfo
+from sessiontodo_server.domain.values import Todo as DomainTodo
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import SqliteJournal
 from tests.support import ManualClock

@@ -21,7 +21,7 @@ from sessiontodo_server.domain.errors import (
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,

@@ -8,7 +8,7 @@ import time
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID
 from sessiontodo_server.domain.streams import TodoStreams
-from sessiontodo_server.domain.todos import EVERY_SESSION, ChangeKind, Limits, TodoDraft
+from sessiontodo_server.domain.values import EVERY_SESSION, ChangeKind, Limits, TodoDraft
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain.budget import Held, change_bytes, filter_bytes
 from sessiontodo_server.domain.errors import LimitExceeded, Unavailable
-from sessiontodo_server.domain.todos import Change, SessionFilter
+from sessiontodo_server.domain.values import Change, SessionFilter
 
 IN_FLIGHT_MESSAGES = 2
 """Messages a stream counts as held by gRPC for a client that has not read them: the one being
