@@ -28,7 +28,7 @@ from sessiontodo_client import (
     WatchEvent,
 )
 from sessiontodo_server.app import RunningServer, start_server
-from sessiontodo_server.domain.todos import GLOBAL_SESSION_ID
+from sessiontodo_server.domain.values import GLOBAL_SESSION_ID
 from tests.support import make_settings
 from tests.support.certificates import auth_toml
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from sessiontodo_server.domain.todos import Change, SessionFilter, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, SessionFilter, SessionInfo, Todo
 
 DEFAULT_BUDGET = 1 << 30
 
