@@ -31,7 +31,7 @@ from sessiontodo_server.domain.mutations import (
     UpdateTodo,
 )
 from sessiontodo_server.domain.store import SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import GraphChanges, Limits, SessionInfo, Todo, TodoStatus
+from sessiontodo_server.domain.values import GraphChanges, Limits, SessionInfo, Todo, TodoStatus
 from tests.contract.test_store_contract import ENGINES, _opened
 
 PENDING, WORKING, DONE = TodoStatus.PENDING, TodoStatus.IN_PROGRESS, TodoStatus.COMPLETED

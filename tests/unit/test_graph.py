@@ -7,7 +7,7 @@ import pytest
 
 from sessiontodo_server.domain import graph
 from sessiontodo_server.domain.errors import InvalidArgument
-from sessiontodo_server.domain.todos import Todo, TodoStatus
+from sessiontodo_server.domain.values import Todo, TodoStatus
 
 DONE, CANCELLED, PENDING, WORKING = (
     TodoStatus.COMPLETED,
