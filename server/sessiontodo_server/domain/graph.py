@@ -75,6 +75,13 @@ def check_list(todos: Sequence[Todo], max_blockers: int, prefix: str = "") -> No
         raise InvalidArgument(violations)
 
 
+def known_and_acyclic(todos: Sequence[Todo], blockers: Iterable[str]) -> bool:
+    """Whether ``blockers`` (every id named in the list's ``blocked_by``) all name todos of the
+    list and the edges make no cycle: the check of a list with no other problem, without naming one."""
+    position = {todo.id: index for index, todo in enumerate(todos)}
+    return position.keys() >= set(blockers) and _closing_edge(todos, position) is None
+
+
 def _closing_edge(todos: Sequence[Todo], position: dict[str, int]) -> tuple[int, int, list[int]] | None:
     """A depth-first walk along ``blocked_by`` (each todo and edge once): the todo, the index in its
     ``blocked_by`` of the edge that closes a cycle, and the cycle's todos; None without a cycle."""

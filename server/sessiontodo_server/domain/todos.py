@@ -12,6 +12,7 @@ import os
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 
 from sessiontodo_server.domain import graph, tenancy
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, TodoNotFound
@@ -257,6 +258,8 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
     max_blockers = limits.max_blockers_per_todo
     todos: list[Todo] = []
     seen: set[str] = set()
+    blockers: list[tuple[str, ...]] = []
+    in_list_order = True
     text = 0
     for todo_id, content, status, priority, metadata, description, active_form, owner, blocked_by in drafts:
         if (
@@ -270,13 +273,22 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
             or todo_id in seen
         ):
             break  # metadata has its own checks: the full pass
-        if blocked_by and (
-            # Blockers all named earlier in the list (so no cycle), each once: the usual plan.
-            len(blocked_by) > max_blockers
-            or not seen.issuperset(blocked_by)
-            or (len(blocked_by) > 1 and len(set(blocked_by)) < len(blocked_by))
-        ):
-            break  # the full pass, which finds cycles among later references too
+        if blocked_by:
+            # Blockers all named earlier in the list (the usual plan) can close no cycle, nor name
+            # the todo itself; others are checked once the whole list is known.
+            if in_list_order:
+                for blocker in blocked_by:  # a loop: ``seen.issuperset`` builds a set from the tuple
+                    if blocker not in seen:
+                        in_list_order = False
+                        break
+            if not in_list_order and todo_id in blocked_by:
+                break
+            count = len(blocked_by)
+            if count > max_blockers:
+                break
+            if count > 1 and (blocked_by[0] == blocked_by[1] if count == 2 else len(set(blocked_by)) < count):
+                break
+            blockers.append(blocked_by)
         if description or active_form or owner:
             if _text_violations(description, active_form, owner, "", limits):
                 break
@@ -286,8 +298,6 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
         else:
             todo_id = new_todo_id()
         text += len(todo_id) + (len(content) if content.isascii() else len(content.encode()))
-        if blocked_by:
-            text += sum(map(len, blocked_by))
         todos.append(
             _new_tuple(
                 Todo,
@@ -307,6 +317,12 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
             )
         )
     else:
+        if blockers:
+            # Others name todos anywhere in the list: each must be there, and no cycle (a linear
+            # search); a list breaking either takes the full pass, which names the culprit.
+            if not in_list_order and not graph.known_and_acyclic(todos, chain.from_iterable(blockers)):
+                return _replace_all_checked(drafts, limits, prefix)
+            text += sum(map(len, chain.from_iterable(blockers)))
         if text > limits.max_list_bytes:
             too_big = f"the list must stay under {limits.max_list_bytes} bytes of text"
             raise InvalidArgument([(f"{prefix}todos", too_big)])
