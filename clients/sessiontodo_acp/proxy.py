@@ -158,7 +158,7 @@ class AcpPlanProxy:
         # sees changes made elsewhere within a second of sessiontodo coming back, whatever retry_max says.
         reconnect = min(policy.maximum, WATCH_RECONNECT_MAX)
         self._todos = TodoClient.connect(
-            self._settings.address,
+            self._settings.sessiontodo_address,
             retry=dataclasses.replace(policy, attempts=1, initial=min(policy.initial, reconnect), maximum=reconnect),
             security=self._settings.channel_security(),
         )
@@ -167,7 +167,7 @@ class AcpPlanProxy:
         for from_agent, message in backlog:  # synchronously: nothing can slip in between
             self._observe(plan_sync, from_agent, message)
         self._plan_sync = plan_sync
-        log.info("plans go to sessiontodo at %s", self._settings.address)
+        log.info("plans go to sessiontodo at %s", self._settings.sessiontodo_address)
 
     async def _stop_plan_sync(self, starting: asyncio.Task[None]) -> None:
         starting.cancel()

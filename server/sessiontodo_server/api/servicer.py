@@ -51,6 +51,9 @@ WATCH_ACCEPTED = (("sessiontodo-watch", "accepted"),)
 stream from one still connecting (the typed client's ``resume.ACCEPTED_HEADER``)."""
 
 
+_GRAPH_NOT_SERVED = "claims are not served by this build yet (issue 32 lands them store by store)"
+
+
 class TodoServicer:
     """``sessiontodo.v1.TodoService`` over a ``TodoBook``."""
 
@@ -183,6 +186,18 @@ class TodoServicer:
         )
         return pb.RemoveTodoResponse(revision=revision)
 
+    async def ClaimTodo(self, request: pb.ClaimTodoRequest, context: Any) -> pb.ClaimTodoResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
+        raise AssertionError("abort returned")  # it always raises
+
+    async def RenewClaim(self, request: pb.RenewClaimRequest, context: Any) -> pb.RenewClaimResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
+        raise AssertionError("abort returned")  # it always raises
+
+    async def ReleaseTodo(self, request: pb.ReleaseTodoRequest, context: Any) -> pb.ReleaseTodoResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
+        raise AssertionError("abort returned")  # it always raises
+
     async def BatchWrite(self, request: pb.BatchWriteRequest, context: Any) -> pb.BatchWriteResponse:
         """Each write checked on its own, then all applied at once; errors name the write
         (``writes[i].<operation>.`` before every BadRequest field path)."""
@@ -218,6 +233,8 @@ class TodoServicer:
         message = getattr(write, name)
         if getattr(message, "origin", "") or getattr(message, "request_id", ""):
             raise errors.InvalidArgument([("origin", "set origin and request_id on the batch, not on its writes")])
+        if name in ("claim_todo", "renew_claim", "release_todo"):
+            raise errors.InvalidArgument([(name, _GRAPH_NOT_SERVED)])
         if name == "replace_todos":
             return book.replace_operation(
                 qualified(message.session_id),
