@@ -41,7 +41,8 @@ from sessiontodo_server.domain.errors import (
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.todos import todo_bytes
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -51,7 +52,6 @@ from sessiontodo_server.domain.todos import (
     SessionInfo,
     Todo,
     is_global_list,
-    todo_bytes,
 )
 from sessiontodo_server.stores.batch_plan import (
     BatchPlan,
