@@ -106,6 +106,64 @@ async def test_an_initialize_from_a_plain_http_client_is_served(http_gateway: Ht
     assert response.status_code == 200
 
 
+async def initialized(http: httpx.AsyncClient, url: str) -> dict[str, str]:
+    """The headers of a new MCP session, initialized."""
+    opened = await http.post(url, json=INITIALIZE, headers=ACCEPT)
+    assert opened.status_code == 200, opened.text
+    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+    done = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    assert done.status_code == 202
+    return headers
+
+
+MISHANDLED = [
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', -32600),  # an object id: the SDK answered 202
+    (b'[{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}]', -32600),
+    (b"[" * 100_000 + b"]" * 100_000, -32700),  # nested 100k deep: the SDK answered 500
+    (
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        -32700,
+    ),
+]
+
+
+async def test_bodies_the_sdk_would_mishandle_are_answered_400_with_a_json_rpc_error(
+    http_gateway: HttpGateway,
+) -> None:
+    answers = []
+    async with httpx.AsyncClient() as http:
+        headers = await initialized(http, http_gateway.url)
+        for body, _ in MISHANDLED:
+            answer = await http.post(
+                http_gateway.url, content=body, headers={**headers, "content-type": "application/json"}
+            )
+            answers.append((answer.status_code, answer.json()["error"]["code"], answer.json()["id"]))
+        still_served = await http.post(
+            http_gateway.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=headers
+        )
+    assert answers == [(400, code, None) for _, code in MISHANDLED]
+    assert still_served.status_code == 200
+
+
+async def test_mcp_sessions_beyond_the_limit_are_refused_until_one_ends(
+    server: RunningServer, gateway_log: Path
+) -> None:
+    gateway = await HttpGateway(server.address, "--max-sessions", "2", log=gateway_log).start()
+    try:
+        async with httpx.AsyncClient() as http:
+            first = await initialized(http, gateway.url)
+            await initialized(http, gateway.url)
+            refused = await http.post(gateway.url, json=INITIALIZE, headers=ACCEPT)
+            ended = await http.delete(gateway.url, headers=first)
+            admitted = await http.post(gateway.url, json=INITIALIZE, headers=ACCEPT)
+    finally:
+        gateway.stop()
+    assert refused.status_code == 503
+    assert "Too many open sessions" in refused.text
+    assert ended.status_code == 200
+    assert admitted.status_code == 200
+
+
 async def test_with_a_client_token_a_request_without_it_is_unauthorized(
     server: RunningServer, tmp_path: Path, gateway_log: Path
 ) -> None:

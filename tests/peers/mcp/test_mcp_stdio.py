@@ -104,6 +104,19 @@ async def test_todo_update_without_a_change_is_an_invalid_tool_error(server: Run
     assert error_text(result) == "invalid: give at least one of content, status and priority to change"
 
 
+async def test_todo_update_with_a_misspelt_argument_is_refused_rather_than_half_applied(
+    server: RunningServer, client: TodoClient, gateway_log: Path
+) -> None:
+    """A model writing ``state=`` for ``status=`` must not get the todo renamed and its status dropped."""
+    await client.create_session("typo")
+    await client.replace_todos("typo", [Todo(id="a", content="Write the parser")])
+    async with stdio_peer(server.address, "--session-id", "typo", log=gateway_log) as peer:
+        result = await peer.call("todo_update", id="a", content="Parser written", state="completed")
+    assert error_text(result).startswith("invalid: Additional properties are not allowed ('state' was unexpected)")
+    stored = await client.get_todos("typo")
+    assert [(t.content, t.status) for t in stored.todos] == [("Write the parser", TodoStatus.PENDING)]
+
+
 @pytest.mark.parametrize(
     ("todos", "reason"),
     [
