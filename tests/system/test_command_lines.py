@@ -540,7 +540,7 @@ def test_sessiontodoctl_started_before_the_server_waits_for_it_and_says_so_once(
     ctl_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert ctl_process.stderr is not None
     waiting = ctl_process.stderr.readline()  # said before the server exists: it waits for it
-    server = Server("--port", str(port))
+    server = Server("--store", "memory://", "--port", str(port))
     try:
         out, err = ctl_process.communicate(timeout=90)
     finally:
