@@ -165,7 +165,8 @@ async def measure_graphs(
         ),
         Row(
             FIGURE,
-            f"validating a {GRAPH_TODOS}-todo replace with {EDGES_PER_TODO * GRAPH_TODOS} edges (blockers earlier in the list)",
+            f"validating a {GRAPH_TODOS}-todo replace with {EDGES_PER_TODO * GRAPH_TODOS} edges"
+            " (blockers earlier in the list)",
             ordered[0] * 1e6,
             "µs",
             baseline=ordered[1] * 1e6,
