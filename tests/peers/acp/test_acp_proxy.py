@@ -284,15 +284,17 @@ async def test_a_plan_sessiontodo_refuses_pauses_mirroring_until_the_agent_sends
         huge = [entry(f"step {n}") for n in range(1500)]  # over the 1,000-todo limit
         await proxied.send_plans(session_id, huge)
         await proxied.logged("does not hold the agent's latest plan")
-        await client.add_todo(session_id, Todo(content="stale edit elsewhere"))
+        await client.add_todo(session_id, Todo(content="edit elsewhere while paused"))
 
         await proxied.send_plans(session_id, [entry("accepted again")])
-        await soon(lambda: _stored_contents(client, session_id, ["accepted again"]))
+        merged = ["accepted again", "edit elsewhere while paused"]  # an acknowledged edit is never undone
+        await soon(lambda: _stored_contents(client, session_id, merged))
         await client.add_todo(session_id, Todo(content="fresh edit elsewhere"))
-        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["accepted again", "fresh edit elsewhere"]])
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [[*merged, "fresh edit elsewhere"]])
 
         shown = proxied.editor.contents(session_id)
-        assert [len(plan) for plan in shown] == [1, 1500, 1, 2], "the stale list never reached the editor"
+        assert shown[2:] == [["accepted again"], merged, [*merged, "fresh edit elsewhere"]]
+        assert [len(plan) for plan in shown[:2]] == [1, 1500], "nothing from sessiontodo was shown while paused"
 
 
 async def test_an_entry_sessiontodo_refuses_pauses_mirroring_as_well(server, client, open_editor) -> None:
@@ -300,12 +302,12 @@ async def test_an_entry_sessiontodo_refuses_pauses_mirroring_as_well(server, cli
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("x" * 5000)])  # over the 4,096-character limit
         await proxied.logged("does not hold the agent's latest plan")
-        await client.add_todo(session_id, Todo(content="stale edit elsewhere"))
+        await client.add_todo(session_id, Todo(content="edit while paused"))
         await proxied.send_plans(session_id, [entry("fine")])
-        await soon(lambda: _stored_contents(client, session_id, ["fine"]))
+        await soon(lambda: _stored_contents(client, session_id, ["edit while paused", "fine"]))
         await client.add_todo(session_id, Todo(content="fresh"))
-        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["fine", "fresh"]])
-        assert [plan[-1][:5] for plan in proxied.editor.contents(session_id)] == ["xxxxx", "fine", "fresh"]
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["edit while paused", "fine", "fresh"]])
+        assert [plan[-1][:5] for plan in proxied.editor.contents(session_id)] == ["xxxxx", "fine", "fine", "fresh"]
 
 
 async def _gone(client: TodoClient, session_id: str) -> bool:
@@ -412,32 +414,27 @@ async def test_a_line_from_the_agent_over_the_limit_is_refused_whole_too(raw_pro
     assert stdout == after
 
 
-async def test_a_token_in_plaintext_to_another_host_is_one_error_line_and_the_agent_still_works() -> None:
+async def test_a_token_in_plaintext_to_another_host_is_refused_at_start_in_one_line() -> None:
     agent = [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"]
     process = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "sessiontodo_acp", "--", *agent],
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "todos.example:50051", "SESSIONTODO_ACP_TOKEN": "secret"},
+        env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "10.1.2.3:50051", "SESSIONTODO_ACP_TOKEN": "secret"},
     )
-    assert process.stdin is not None
-    assert process.stderr is not None
     try:
-        line = await asyncio.wait_for(process.stderr.readline(), 30)
-        while b"mirroring" not in line:
-            line = await asyncio.wait_for(process.stderr.readline(), 30)
-        assert b"refusing to send a bearer token in plaintext to todos.example:50051" in line
-        assert b"forwarding only" in line
         stdout, stderr = await asyncio.wait_for(process.communicate(b'{"jsonrpc":"2.0","method":"x"}\n'), 30)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert process.returncode == 0
-    assert stdout == b'{"jsonrpc":"2.0","method":"x"}\n'
-    assert b"Traceback" not in stderr
-    assert b"secret" not in stderr
+    assert process.returncode == 2
+    assert stdout == b""  # nothing forwarded: the editor sees the proxy fail, not a session without plans
+    assert stderr.decode().splitlines() == [
+        "sessiontodo-acp-proxy: refusing to send a bearer token in plaintext to 10.1.2.3:50051: use TLS (--tls, "
+        "--ca-file) or a loopback address"
+    ]
 
 
 async def test_the_proxy_exits_with_the_agents_exit_code(raw_proxy) -> None:

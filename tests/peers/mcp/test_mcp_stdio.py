@@ -217,6 +217,24 @@ async def test_a_subscription_is_notified_of_a_change_made_over_grpc(
         assert await peer.updates.next() == uri
 
 
+async def test_an_update_names_the_revision_it_is_about_and_a_read_names_the_revision_it_returns(
+    server: RunningServer, client: TodoClient, gateway_log: Path
+) -> None:
+    async with stdio_peer(server.address, "--session-id", "revised", log=gateway_log) as peer:
+        uri = AnyUrl(resource_uri("revised"))
+        await peer.session.subscribe_resource(uri)
+        first = await client.replace_todos("revised", [Todo(content="one")], origin="grpc-test")
+        second = await client.replace_todos("revised", [Todo(content="two")], origin="grpc-test")
+
+        updates = [await peer.updates.next_update(), await peer.updates.next_update()]
+        assert [update.model_dump(by_alias=True)["_meta"]["sessiontodo/revision"] for update in updates] == [
+            first.revision,
+            second.revision,
+        ]
+        read = await peer.session.read_resource(uri)
+        assert read.contents[0].model_dump(by_alias=True)["_meta"]["sessiontodo/revision"] == second.revision
+
+
 async def test_unsubscribing_ends_the_watch_behind_the_subscription(server: RunningServer, gateway_log: Path) -> None:
     async with stdio_peer(server.address, "--session-id", "quiet", log=gateway_log) as peer:
         uri = AnyUrl(resource_uri("quiet"))
