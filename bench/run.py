@@ -62,6 +62,7 @@ from versus import (
 )
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+from ways import matrix_table, measure_ways, ways_rows
 from web import browser_available, measure_web, web_rows
 
 
@@ -96,6 +97,7 @@ class Sizes:
     web_samples: int
     web_renders: int
     etcd_store_writers: int
+    ways_writes: int
 
 
 FULL = Sizes(
@@ -128,6 +130,7 @@ FULL = Sizes(
     web_samples=100,
     web_renders=5,
     etcd_store_writers=32,
+    ways_writes=50,
 )
 QUICK = Sizes(
     rounds=1,
@@ -159,6 +162,7 @@ QUICK = Sizes(
     web_samples=5,
     web_renders=1,
     etcd_store_writers=8,
+    ways_writes=3,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -297,6 +301,11 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
 
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)
+
+    progress("figure 16: one session, five ways in x six ways out, one way after another and all at once")
+    ways = await measure_ways(sizes.ways_writes, 0.05, cpus.server, scratch)
+    figures[16] = ways_rows(ways)
+    plotted["ways"] = matrix_table(ways)
 
     if etcd_binary():
         progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")
