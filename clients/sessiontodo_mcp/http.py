@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.fastmcp.server import StreamableHTTPASGIApp
 from mcp.server.lowlevel import Server
@@ -37,6 +38,17 @@ from sessiontodo_mcp.settings import DEFAULT_MAX_SESSIONS
 from sessiontodo_opencode.guard import RequestGuard
 
 log = logging.getLogger(__name__)
+
+
+class ClosedStreamIsNoError(logging.Filter):
+    """Drops the SDK's ERROR, with a traceback, for a client's normal goodbye (mcp 1.30 logs "Error in
+    standalone SSE writer" when the session a client ends closes its stream under the writer)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], anyio.ClosedResourceError))
+
+
+CLOSED_STREAM_IS_NO_ERROR = ClosedStreamIsNoError()
 
 PATH = "/mcp"
 
@@ -161,6 +173,7 @@ def http_app(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
 ) -> ASGIApp:
     """The ASGI app serving ``server`` at ``/mcp``; its lifespan runs the SDK's session manager."""
+    logging.getLogger("mcp.server.streamable_http").addFilter(CLOSED_STREAM_IS_NO_ERROR)  # once: the same filter
     # The SDK's own DNS rebinding check is off: HttpGuard makes the sidecar's, which knows IP literals.
     manager = StreamableHTTPSessionManager(
         server,

@@ -248,6 +248,12 @@ def build_server(
         context = server.request_context
         return await context.lifespan_context.resources(context)
 
+    @server.list_resource_templates()
+    async def list_resource_templates() -> list[types.ResourceTemplate]:
+        """None: an MCP session reads its own list only, which ``resources/list`` names. Answered all the
+        same, since clients (the MCP Inspector, SDK helpers) ask, and -32601 reads as a broken server."""
+        return []
+
     @server.read_resource()
     async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:
         context = server.request_context

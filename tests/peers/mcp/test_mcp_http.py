@@ -14,7 +14,7 @@ from sessiontodo_client import Todo, TodoClient
 from sessiontodo_mcp import SESSION_HEADER, resource_uri
 from sessiontodo_server.app import RunningServer
 from tests.peers.mcp.mcp_support import HttpGateway, http_peer, todo_contents
-from tests.support import terminate
+from tests.support import eventually, terminate
 
 pytestmark = pytest.mark.process
 
@@ -199,3 +199,28 @@ async def test_sigterm_stops_the_server_while_a_client_holds_a_subscription(http
         await peer.session.subscribe_resource(AnyUrl(resource_uri(await peer.session_id())))
         stopped_by_sigterm = await asyncio.to_thread(terminate, http_gateway.process)
     assert stopped_by_sigterm
+
+
+async def test_a_client_that_says_goodbye_leaves_no_error_in_the_log(server: RunningServer, gateway_log: Path) -> None:
+    gateway = await HttpGateway(server.address, "--log-level", "debug", log=gateway_log).start()
+    try:
+        async with http_peer(gateway.url) as peer:
+            await peer.call("todo_read")
+        # The SDK's stream writer logs this last, after the ERROR it logged for the goodbye before.
+        await eventually(lambda: "Closing standalone SSE writer" in logged(gateway_log), timeout=30)
+    finally:
+        gateway.stop()
+
+    assert "ERROR" not in logged(gateway_log)
+    assert "Traceback" not in logged(gateway_log)
+
+
+def logged(log: Path) -> str:
+    return log.read_text()
+
+
+async def test_resource_templates_are_listed_none_rather_than_method_not_found(http_gateway: HttpGateway) -> None:
+    async with http_peer(http_gateway.url) as peer:
+        templates = await peer.session.list_resource_templates()
+
+    assert templates.resourceTemplates == []
