@@ -302,9 +302,9 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)
 
-    progress("figure 16: one session, five ways in x six ways out, one way after another and all at once")
+    progress("figure 17: one session, five ways in x six ways out, one way after another and all at once")
     ways = await measure_ways(sizes.ways_writes, 0.05, cpus.server, scratch)
-    figures[16] = ways_rows(ways)
+    figures[17] = ways_rows(ways)
     plotted["ways"] = matrix_table(ways)
 
     if etcd_binary():

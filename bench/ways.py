@@ -1,4 +1,4 @@
-"""Figure 16: one session, five ways in, six ways out (bench/run.py calls ``measure_ways``).
+"""Figure 17: one session, five ways in, six ways out (bench/run.py calls ``measure_ways``).
 
 Writes go in through gRPC, MCP, the OpenCode sidecar, an ACP agent behind the proxy and the web
 board; ``WatchTodos``, ``WatchChanges``, the sidecar's ``/event``, the board's SSE, an MCP resource
@@ -31,7 +31,7 @@ from report import Row, median, percentile
 sys.path.append(str(ROOT))  # the harness shared with the system test
 from tests.support.ways import STREAMS, WAYS_IN, WAYS_OUT, Score, run_matrix, score
 
-FIGURE = "16. ways in and out"
+FIGURE = "17. ways in and out"
 MODES = ("sequential", "interleaved")
 
 

@@ -14,7 +14,7 @@ turns them into latencies (acknowledgement to that observer showing the write's 
 missing, out-of-order and wrong counts, and whether each way out ended on the last list.
 
 Used by the system test (tests/system/test_ways_in_and_out.py: the rules, no timing) and by
-``make bench`` (figure 16, bench/ways.py: the timings).
+``make bench`` (figure 17, bench/ways.py: the timings).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every way out shows lists in revision order (never an older list after a newer one), shows only
 lists the session went through, and ends on the last acknowledged write, also after sessiontodo
-restarts; the streams miss no write. No timing is asserted (``make bench``, figure 16, measures it).
+restarts; the streams miss no write. No timing is asserted (``make bench``, figure 17, measures it).
 """
 
 from __future__ import annotations
