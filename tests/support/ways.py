@@ -283,6 +283,9 @@ async def _peers(address: str, scratch: Path, matrix: Matrix, command: Command) 
         stack.push_async_callback(editor.close)
         await asyncio.wait_for(editor.initialize(protocol_version=acp.PROTOCOL_VERSION), 60)
         await asyncio.wait_for(editor.new_session(cwd=str(ROOT), mcp_servers=[], wantedSessionId=SESSION), 60)
+        # The proxy reads the list its agent starts from once it has loaded gRPC (in the background): wait for it,
+        # as the agent's first plan is read against that list.
+        await eventually(lambda: f"session {SESSION}: watching" in (scratch / "acp.log").read_text(), timeout=60)
         yield _Peers(client, sidecar_http, board_http, mcp, mcp_updates, editor)
 
 
