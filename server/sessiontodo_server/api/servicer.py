@@ -305,7 +305,10 @@ class TodoServicer:
         add_results(
             response.results,
             written.outcomes,
-            [lists.get((op.session_id, outcome.revision), ()) for op, outcome in zip(operations, written.outcomes)],
+            [
+                lists.get((op.session_id, outcome.revision), ())
+                for op, outcome in zip(operations, written.outcomes, strict=True)
+            ],
         )
         return response
 
