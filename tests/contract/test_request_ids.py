@@ -14,6 +14,7 @@ import pytest
 
 from sessiontodo_client import FailedPrecondition, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import (
     REQUEST_RETENTION_SECONDS,
@@ -85,9 +86,7 @@ async def _add(store: TodoStore, request_id: str) -> Written:
     """An AddTodo with ``request_id``; every call asks for the same (a retry), with a fresh todo id."""
     todo = DomainTodo(f"t{next(_serial)}", "added")
     add = AddTodo(todo, 0, False, "fingerprint")
-    return await store.write(
-        "s", add, expected_revision=None, request_id=request_id, origin="", now=0.0, limits=Limits()
-    )
+    return await store.write(Write("s", add), WriteContext(request_id, "", 0.0, Limits()))
 
 
 _serial = itertools.count()
@@ -110,9 +109,7 @@ async def _remembered(store: TodoStore, request_id: str) -> AddResult | None:
 async def _write(store: TodoStore, count: int) -> None:
     for _ in range(count):
         mutation = ReplaceTodos((DomainTodo(f"w{next(_serial)}", "written"),))
-        written = await store.write(
-            "s", mutation, expected_revision=None, request_id="", origin="", now=0.0, limits=Limits()
-        )
+        written = await store.write(Write("s", mutation), WriteContext("", "", 0.0, Limits()))
         assert written.change is not None
 
 

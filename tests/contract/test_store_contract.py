@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Create, Operation, Outcome, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import (
     BatchRequestIdReused,
     InvalidArgument,
@@ -102,13 +102,7 @@ async def _write(
     limits: Limits = LIMITS,
 ) -> Written:
     return await store.write(
-        session_id,
-        mutation,
-        expected_revision=expected_revision,
-        request_id=request_id,
-        origin="test",
-        now=now,
-        limits=limits,
+        Write(session_id, mutation, expected_revision), WriteContext(request_id, "test", now, limits)
     )
 
 
@@ -582,9 +576,7 @@ async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> N
 async def _batch(
     store: TodoStore, *operations: Operation, request_id: str = "", fingerprint: str = "", limits: Limits = LIMITS
 ) -> BatchWritten:
-    return await store.write_batch(
-        operations, request_id=request_id, fingerprint=fingerprint, origin="batch", now=5.0, limits=limits
-    )
+    return await store.write_batch(Batch(operations, fingerprint), WriteContext(request_id, "batch", 5.0, limits))
 
 
 async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(

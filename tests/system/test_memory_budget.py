@@ -14,6 +14,7 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
 from sessiontodo_server.domain.errors import LimitExceeded
@@ -35,13 +36,7 @@ def big_list(number: int) -> tuple[DomainTodo, ...]:
 
 async def commit_big(store: MemoryStore, session_id: str, number: int) -> Change:
     written = await store.write(
-        session_id,
-        ReplaceTodos(big_list(number)),
-        expected_revision=None,
-        request_id="",
-        origin="",
-        now=0.0,
-        limits=Limits(max_list_bytes=3 * MIB),
+        Write(session_id, ReplaceTodos(big_list(number))), WriteContext("", "", 0.0, Limits(max_list_bytes=3 * MIB))
     )
     assert written.change is not None
     return written.change
@@ -183,13 +178,8 @@ async def test_label_only_updates_keep_the_retained_history_within_its_share() -
     await store.create_session("s", SessionInfo(), 10, "")
     for n in range(40):
         written = await store.write(
-            "s",
-            UpdateSession(heavy_labels(n), (), None),
-            expected_revision=None,
-            request_id="",
-            origin="",
-            now=0.0,
-            limits=Limits(max_metadata_bytes=8192),
+            Write("s", UpdateSession(heavy_labels(n), (), None)),
+            WriteContext("", "", 0.0, Limits(max_metadata_bytes=8192)),
         )
         assert written.change is not None
     _, retained = store.held_bytes()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.budget import list_bytes
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, StoreStartupError
@@ -25,9 +26,7 @@ Reopen = Callable[[], Awaitable[MemoryStore]]
 
 
 async def write(store: MemoryStore, session_id: str, mutation: Mutation) -> None:
-    await store.write(
-        session_id, mutation, expected_revision=None, request_id="", origin="test", now=0.0, limits=LIMITS
-    )
+    await store.write(Write(session_id, mutation), WriteContext("", "test", 0.0, LIMITS))
 
 
 async def lists(store: MemoryStore, session_ids: list[str]) -> dict[str, tuple[int, tuple[Todo, ...]]]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
-from sessiontodo_server.domain.batch import MAX_WRITES, Create, Operation, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import MAX_WRITES, Batch, Create, Operation, Outcome, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
     RequestIdReused,
@@ -398,15 +398,7 @@ class TodoBook:
         if _is_tenants_global_list(session_id):
             await self._make_global_list(session_id)
         try:
-            written = await self._store.write(
-                session_id,
-                operation.mutation,
-                expected_revision=operation.expected_revision,
-                request_id=request_id,
-                origin=origin,
-                now=self._clock(),
-                limits=self._limits,
-            )
+            written = await self._store.write(operation, WriteContext(request_id, origin, self._clock(), self._limits))
         except RevisionMismatch:
             self._observer.write_conflict("expected_revision")
             raise
@@ -437,13 +429,9 @@ class TodoBook:
             if _is_tenants_global_list(session_id):
                 await self._make_global_list(session_id)
         try:
+            tenants_request_id = f"{tenant}\n{request_id}" if request_id else ""
             written = await self._store.write_batch(
-                operations,
-                request_id=f"{tenant}\n{request_id}" if request_id else "",
-                fingerprint=fingerprint,
-                origin=origin,
-                now=self._clock(),
-                limits=self._limits,
+                Batch(operations, fingerprint), WriteContext(tenants_request_id, origin, self._clock(), self._limits)
             )
         except RevisionMismatch:
             self._observer.write_conflict("expected_revision")

@@ -28,7 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Remove
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Create, Operation, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
     LimitExceeded,
@@ -330,22 +330,23 @@ class RedisStore:
 
     # Writes and history
 
-    async def write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
-        operation, *operands = _operation(mutation)
+    async def write(self, operation: Write, context: WriteContext) -> Written:
+        session_id, mutation, expected_revision = operation.session_id, operation.mutation, operation.expected_revision
+        script_operation, *operands = _operation(mutation)
         expected = "" if expected_revision is None else str(expected_revision)
         fingerprint = mutation.fingerprint if isinstance(mutation, AddTodo) else ""
-        header = encode_json([session_id, operation, expected, request_id, origin, repr(float(now)), fingerprint])
-        args = self._args(header, _limits(limits), *operands)
+        header = encode_json(
+            [
+                session_id,
+                script_operation,
+                expected,
+                context.request_id,
+                context.origin,
+                repr(float(context.now)),
+                fingerprint,
+            ]
+        )
+        args = self._args(header, _limits(context.limits), *operands)
         try:  # what _reachable() does, spelled out on the hottest path
             async with asyncio.timeout(self._timeout):
                 reply = await self._committed(self._scripts.write, args)
@@ -366,31 +367,23 @@ class RedisStore:
             return Written(decode_state(session_id, reply[1]))
         if outcome == "request":
             return Written(decode_state(session_id, reply[2]), result=decode_result(reply[1]))
-        raise _refusal(session_id, mutation, expected_revision, limits, outcome, reply)
+        raise _refusal(session_id, mutation, expected_revision, context.limits, outcome, reply)
 
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
+    async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
         """Planned here with ``mutations.apply``'s rules (as the memory store plans it) on the state
         read from Redis, then applied whole by one script if that state still holds; when another
         writer came first, planned again."""
+        request_id, fingerprint = context.request_id, batch.fingerprint
         for _ in range(_BATCH_ATTEMPTS):
             async with self._reachable():
                 if request_id and (remembered := await self._redis.get(self._batch_key(request_id))) is not None:
                     return replayed_batch(remembered, request_id, fingerprint)
-                plan, read, count = await self._plan(operations, now, limits)
+                plan, read, count = await self._plan(batch.operations, context.now, context.limits)
                 outcomes = tuple(plan.outcomes)
                 arguments = self._args(
                     request_id,
                     remembered_batch(fingerprint, outcomes),
-                    origin,
+                    context.origin,
                     encode_json(read),
                     encode_json(count),
                     encode_json(_steps(plan.steps)),
