@@ -46,7 +46,8 @@ class LossyServer:
 async def lossy() -> AsyncIterator[tuple[LossyServer, TodoClient]]:
     fake = LossyServer()
     server = grpc.aio.server()
-    methods = {name: fake.handler(name) for name in ("AddTodo", "ReplaceTodos", "UpdateTodo", "ClaimTodo", "ReleaseTodo")}
+    names = ("AddTodo", "ReplaceTodos", "UpdateTodo", "ClaimTodo", "ReleaseTodo")
+    methods = {name: fake.handler(name) for name in names}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sessiontodo.v1.TodoService", methods),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -104,7 +105,8 @@ async def test_claim_todo_retries_with_one_generated_request_id_so_a_lost_reply_
     claim = await client.claim_todo("s", "w1")
 
     ids = [request.request_id for request in fake.requests["ClaimTodo"]]
-    assert claim.todo is not None and claim.todo.id == "t"
+    assert claim.todo is not None
+    assert claim.todo.id == "t"
     assert len(ids) == 2
     assert ids[0] == ids[1] != ""
 

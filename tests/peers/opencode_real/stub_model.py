@@ -119,8 +119,8 @@ def _tool_result_text(message: Mapping[str, Any]) -> str:
     """The text of a tool result: OpenAI's ``tool`` message, or an Anthropic ``tool_result`` block."""
     if message.get("role") == "tool":
         return _text_of(message)
-    blocks = message.get("content") if isinstance(message.get("content"), list) else []
-    for block in blocks:
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_result":
             return _text_of(block) if isinstance(block.get("content"), list) else str(block.get("content", ""))
     return ""
