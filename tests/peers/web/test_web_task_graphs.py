@@ -93,7 +93,7 @@ async def test_the_page_shows_blocked_by_and_ready_and_a_person_claims_links_and
     await page.wait_for(f"{todo_row('t2')} .blockers")
 
     assert await page.text(f"{todo_row('t2')} .blockers .ref") == "#1"
-    assert await page.text(f"{todo_row('t2')} .blockers") == "blocked by #1×"
+    assert (await page.text(f"{todo_row('t2')} .blockers")).startswith("blocked by #1")
     assert await page.text("#ready-count") == "· 2 ready"
 
     await page.fill("#owner-name", "ada")
