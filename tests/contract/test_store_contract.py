@@ -718,6 +718,18 @@ async def test_a_batch_of_only_a_removal_removes_the_session_and_its_descendants
     assert await batching.session_count() == 0
 
 
+async def test_a_batch_removal_takes_the_descendants_of_a_child_the_batch_also_names(batching: TodoStore) -> None:
+    await _create(batching, "p")
+    await _create(batching, "p.c", parent_id="p")
+    await _create(batching, "p.c.g", parent_id="p.c")
+
+    written = await _batch(batching, Write("p.c", ReplaceTodos(_todos("last"))), Remove("p"))
+
+    assert written.outcomes[1].removed == ("p", "p.c", "p.c.g")
+    assert await batching.get("p.c.g") is None
+    assert await batching.session_count() == 0
+
+
 async def test_a_batch_creating_past_the_session_limit_is_refused(batching: TodoStore) -> None:
     limits = Limits(max_sessions=2)
 

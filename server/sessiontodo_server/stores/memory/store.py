@@ -48,13 +48,13 @@ from sessiontodo_server.domain.todos import (
     is_global_list,
     touched,
 )
+from sessiontodo_server.stores.batch_plan import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
 from sessiontodo_server.stores.memory.accounting import ListsAccount, RequestMemory
-from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
 from sessiontodo_server.stores.memory.batches import RememberedBatches, batch_bytes
 from sessiontodo_server.stores.memory.expiry import ExpiryQueue
 from sessiontodo_server.stores.memory.journal import Journal
-from sessiontodo_server.stores.memory.records import SessionRecord, accepted, durable_state
 from sessiontodo_server.stores.memory.retention import RetainedChanges
+from sessiontodo_server.stores.session_record import SessionRecord, accepted, durable_state
 
 REMOVED_MARKS = 100_000
 """Removed ids whose last revision is remembered, so that re-creating one resumes above it.
