@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import fd_limits
+from sessiontodo_server.api import request_guard
 from sessiontodo_server.api.auth import ANONYMOUS_HEALTH_WATCHES, AuthFileError, AuthInterceptor
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.api.servicer import (
@@ -101,6 +102,7 @@ def _server_options(settings: Settings, max_connections: int) -> list[tuple[str,
         ("grpc.so_reuseport", int(settings.reuse_port)),
         ("grpc.max_concurrent_streams", settings.max_streams_per_connection),
         ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.max_receive_message_length", request_guard.GRPC_RECEIVE_LIMIT),
         ("grpc.server_handshake_timeout_ms", _ms(settings.request_timeout)),
         (
             "grpc.max_connection_idle_ms",

@@ -20,7 +20,7 @@ from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
 from sessiontodo_server.domain.errors import LimitExceeded
 from sessiontodo_server.domain.mutations import ReplaceTodos, UpdateSession
 from sessiontodo_server.domain.streams import TodoStreams
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
+from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo
 from sessiontodo_server.domain.todos import Todo as DomainTodo
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
@@ -215,3 +215,38 @@ async def test_streams_count_what_they_handed_over_and_a_new_one_past_the_share_
     again = streams.watch("s", None)
     assert (await anext(again)).kind is ChangeKind.SNAPSHOT  # the memory came back
     await again.aclose()
+
+
+def many_ids(count: int, tag: str = "") -> frozenset[str]:
+    return frozenset(f"{tag}{n:06}".ljust(128, "s") for n in range(count))
+
+
+def test_feed_filters_count_toward_the_buffers_share_and_a_feed_past_it_is_refused() -> None:
+    """A filter is held for its stream's life: 1000 ids of 128 characters are about 250 KB, so a
+    1 MiB share takes four such feeds; the fifth is refused until one closes."""
+    hub = WatchHub(buffer_size=8, max_watchers=1000, buffer_bytes=1 * MIB)
+    feeds = [hub.subscribe_feed(SessionFilter(session_ids=many_ids(1000, f"{n}-"))) for n in range(4)]
+
+    with pytest.raises(LimitExceeded) as refused:
+        hub.subscribe_feed(SessionFilter(session_ids=many_ids(1000, "5-")))
+    assert refused.value.limit == "memory"
+    assert hub.feed_count == 4
+    assert hub.held <= 1 * MIB
+    hub.unsubscribe(feeds[0])
+    hub.subscribe_feed(SessionFilter(session_ids=many_ids(1000, "5-")))
+    assert hub.feed_count == 4
+
+
+async def test_a_feed_filter_naming_more_session_ids_than_the_limit_is_invalid_argument(
+    server: RunningServer,
+) -> None:
+    ids = sorted(many_ids(Limits().max_filter_session_ids + 1))
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        feed = pb_grpc.TodoServiceStub(channel).WatchChanges(
+            pb.WatchChangesRequest(filter=pb.SessionFilter(session_ids=ids))
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await feed.read()
+        feed.cancel()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"at most {Limits().max_filter_session_ids} ids" in (refused.value.details() or "")

@@ -93,7 +93,7 @@ class TodoBook:
     def memory_held(self) -> dict[str, int]:
         """Bytes held against each share of the memory budget in this process."""
         lists, history = self._store.held_bytes()
-        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes + self._hub.in_flight}
+        return {"lists": lists, "history": history, "buffers": self._hub.held}
 
     # Sessions
 
@@ -265,6 +265,8 @@ class TodoBook:
 
     def filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
         """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
+        if len(only.session_ids) > self._limits.max_filter_session_ids:
+            return [(f"{prefix}session_ids", f"at most {self._limits.max_filter_session_ids} ids")]
         violations = self._ids_violations(sorted(only.session_ids), f"{prefix}session_ids")
         if only.parent_id:
             violations += ops.session_id_violations(only.parent_id, self._limits, f"{prefix}parent_id")

@@ -203,6 +203,8 @@ class Limits:
     max_labels: int = 64
     max_label_value_length: int = 4096
     max_batch_size: int = 1000
+    max_filter_session_ids: int = 1000
+    """Session ids one feed's or listing's filter may name (each costs memory for the stream's life)."""
 
 
 GLOBAL_SESSION_ID = "sessiontodo:global"

@@ -6,7 +6,8 @@ buffer is full is marked lagged and its buffer dropped; it then catches up with 
 snapshot. So a stuck watcher costs at most its buffer, and never delays the writer or the
 other watchers. Buffers are bounded in bytes too, all together (each change counted once
 however many buffers share it): a watcher whose buffer would take them past their share of
-the memory budget is reset the same way.
+the memory budget is reset the same way. Feeds' filters are held for their streams' lives and
+count against the same share.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from sessiontodo_server.domain import tenancy
-from sessiontodo_server.domain.budget import Held, change_bytes
+from sessiontodo_server.domain.budget import Held, change_bytes, filter_bytes
 from sessiontodo_server.domain.errors import LimitExceeded, Unavailable
 from sessiontodo_server.domain.todos import Change, SessionFilter
 
@@ -40,6 +41,7 @@ class Subscription:
         self._timer: asyncio.TimerHandle | None = None
         self.in_flight: deque[int] = deque()
         """The sizes of the last ``IN_FLIGHT_MESSAGES`` messages handed to gRPC."""
+        self.filter_size = filter_bytes(only) if only is not None else 0
         self.lagged = False
         self.closed: Change | Unavailable | None = None
         """Why the subscription ended: the session's removal, or the server shutting down."""
@@ -141,6 +143,8 @@ class WatchHub:
         """The changes waiting in any watcher's buffer, each counted once."""
         self.in_flight = 0
         """What streams handed to gRPC that their clients may not have read (``IN_FLIGHT_MESSAGES``)."""
+        self.filters = 0
+        """What the open feeds' filters hold."""
         self._by_session: dict[str, set[Subscription]] = {}
         self._feeds: set[Subscription] = set()
         self._count = 0
@@ -182,8 +186,18 @@ class WatchHub:
         self._by_session.setdefault(session_id, set()).add(subscription)
         return subscription
 
+    @property
+    def held(self) -> int:
+        """Bytes held against the buffers' share: buffered changes, what gRPC holds, feeds' filters."""
+        return self.buffered.bytes + self.in_flight + self.filters
+
     def subscribe_feed(self, only: SessionFilter) -> Subscription:
-        subscription = self._admit(Subscription("", self._buffer_size, self.buffered, only))
+        """A feed; RESOURCE_EXHAUSTED when its filter would take the buffers past their share."""
+        subscription = Subscription("", self._buffer_size, self.buffered, only)
+        if self.held + subscription.filter_size > self._buffer_bytes:
+            raise LimitExceeded("memory", self._buffer_bytes)
+        self._admit(subscription)
+        self.filters += subscription.filter_size
         self._feeds.add(subscription)
         return subscription
 
@@ -192,7 +206,7 @@ class WatchHub:
         client that never reads holds what it was sent, so a stream whose first message would take
         the buffers past their share is refused (RESOURCE_EXHAUSTED) instead of started."""
         size = change_bytes(change)
-        if not subscription.in_flight and self.buffered.bytes + self.in_flight + size > self._buffer_bytes:
+        if not subscription.in_flight and self.held + size > self._buffer_bytes:
             raise LimitExceeded("memory", self._buffer_bytes)
         subscription.in_flight.append(size)
         self.in_flight += size
@@ -207,6 +221,7 @@ class WatchHub:
         if subscription.only is not None:
             if subscription in self._feeds:
                 self._feeds.discard(subscription)
+                self.filters -= subscription.filter_size
                 self._discharge(subscription)
             return
         watchers = self._by_session.get(subscription.session_id)
@@ -230,7 +245,7 @@ class WatchHub:
 
     def _deliver(self, change: Change, subscriptions: Iterable[Subscription]) -> None:
         """One budget check and one hold per change, however many buffers take it."""
-        fits = self.buffered.bytes + self.in_flight + self.buffered.size_if_held(change) <= self._buffer_bytes
+        fits = self.held + self.buffered.size_if_held(change) <= self._buffer_bytes
         if taken := sum(subscription.push(change, fits) for subscription in subscriptions):
             self.buffered.hold(change, taken)
 
