@@ -16,7 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import NamedTuple
 
-from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain import graph, tenancy
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, TodoNotFound
 
 
@@ -69,6 +69,15 @@ class Todo(NamedTuple):
     status: TodoStatus = TodoStatus.PENDING
     priority: TodoPriority = TodoPriority.MEDIUM
     metadata: Mapping[str, str] = NO_ENTRIES
+    description: str = ""
+    active_form: str = ""
+    owner: str = ""
+    blocked_by: tuple[str, ...] = ()
+    """Ids of todos of the same list that must be finished first (``graph``'s rules)."""
+    lease_expires_at: float = 0.0
+    """When the owner's claim lapses unless renewed (Unix seconds); 0: no lease (``claims``)."""
+    lease_seconds: float = 0.0
+    """How long the lease runs from each renewal; 0: no lease."""
 
 
 class TodoDraft(NamedTuple):
@@ -80,9 +89,13 @@ class TodoDraft(NamedTuple):
     status: str | None = None
     priority: str | None = None
     metadata: Mapping[str, str] = NO_ENTRIES
+    description: str = ""
+    active_form: str = ""
+    owner: str = ""
+    blocked_by: tuple[str, ...] = ()
 
 
-DraftFields = tuple[str, str, str | None, str | None, Mapping[str, str]]
+DraftFields = tuple[str, str, str | None, str | None, Mapping[str, str], str, str, str, tuple[str, ...]]
 """A ``TodoDraft``'s fields in its order, as a plain tuple: a whole list's drafts are read per
 write, and a tuple display is made in a fifth of a named tuple's time."""
 
@@ -205,6 +218,10 @@ class Limits:
     max_batch_size: int = 1000
     max_filter_session_ids: int = 1000
     """Session ids one feed's or listing's filter may name (each costs memory for the stream's life)."""
+    max_description_length: int = 16384
+    max_owner_length: int = 128
+    max_blockers_per_todo: int = 64
+    """Ids in one todo's ``blocked_by``."""
 
 
 GLOBAL_SESSION_ID = "sessiontodo:global"
@@ -346,7 +363,25 @@ def _draft_violations(draft: TodoDraft, prefix: str, limits: Limits) -> list[tup
         violations.append((f"{prefix}content", f"must be at most {limits.max_content_length} characters"))
     if len(draft.id) > limits.max_todo_id_length:
         violations.append((f"{prefix}id", f"must be at most {limits.max_todo_id_length} characters"))
+    violations += _text_violations(draft.description, draft.active_form, draft.owner, prefix, limits)
+    if draft.blocked_by:  # which ids exist is the list's business: ``graph.list_violations``
+        field = f"{prefix}blocked_by"
+        violations += graph.blocker_violations(draft.id, draft.blocked_by, None, limits.max_blockers_per_todo, field)
     return violations + _metadata_violations(draft.metadata, f"{prefix}metadata", limits)
+
+
+def _text_violations(
+    description: str | None, active_form: str | None, owner: str | None, prefix: str, limits: Limits
+) -> list[tuple[str, str]]:
+    """The task-graph texts, each None (not given) or bounded."""
+    violations = []
+    if description and len(description) > limits.max_description_length:
+        violations.append((f"{prefix}description", f"must be at most {limits.max_description_length} characters"))
+    if active_form and len(active_form) > limits.max_content_length:
+        violations.append((f"{prefix}active_form", f"must be at most {limits.max_content_length} characters"))
+    if owner and len(owner) > limits.max_owner_length:
+        violations.append((f"{prefix}owner", f"must be at most {limits.max_owner_length} characters"))
+    return violations
 
 
 def _metadata_violations(metadata: Mapping[str, str], field: str, limits: Limits) -> list[tuple[str, str]]:
@@ -380,6 +415,10 @@ def _materialize(draft: TodoDraft) -> Todo:
         status=_STATUSES[draft.status] if draft.status else _PENDING,
         priority=_PRIORITIES[draft.priority] if draft.priority else _MEDIUM,
         metadata=frozen(draft.metadata),
+        description=draft.description,
+        active_form=draft.active_form,
+        owner=draft.owner,
+        blocked_by=tuple(draft.blocked_by),
     )
 
 
@@ -387,7 +426,20 @@ def todo_bytes(todo: Todo) -> int:
     """What one todo counts towards ``max_list_bytes`` (UTF-8 bytes; ASCII text is counted without encoding it)."""
     content = todo.content
     text = len(content) if content.isascii() else len(content.encode())
-    return text + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+    size = text + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+    if todo.description or todo.active_form or todo.owner or todo.blocked_by:
+        size += _graph_bytes(todo)
+    return size
+
+
+def _graph_bytes(todo: Todo) -> int:
+    """The task-graph fields' share of ``todo_bytes``: their texts' UTF-8 bytes and every blocker's id."""
+    return _texts_bytes(todo.description, todo.active_form, todo.owner) + sum(map(len, todo.blocked_by))
+
+
+def _texts_bytes(*texts: str) -> int:
+    joined = "".join(texts)
+    return len(joined) if joined.isascii() else len(joined.encode())
 
 
 def _list_bytes(todos: tuple[Todo, ...]) -> int:
@@ -407,10 +459,11 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
     if len(drafts) > limits.max_todos_per_session:
         return _replace_all_checked(drafts, limits, prefix)
     max_content, max_id = limits.max_content_length, limits.max_todo_id_length
+    max_blockers = limits.max_blockers_per_todo
     todos: list[Todo] = []
     seen: set[str] = set()
     text = 0
-    for todo_id, content, status, priority, metadata in drafts:
+    for todo_id, content, status, priority, metadata, description, active_form, owner, blocked_by in drafts:
         if (
             metadata
             or not content
@@ -422,11 +475,24 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
             or todo_id in seen
         ):
             break  # metadata has its own checks: the full pass
+        if blocked_by and (
+            # Blockers all named earlier in the list (so no cycle), each once: the usual plan.
+            len(blocked_by) > max_blockers
+            or not seen.issuperset(blocked_by)
+            or (len(blocked_by) > 1 and len(set(blocked_by)) < len(blocked_by))
+        ):
+            break  # the full pass, which finds cycles among later references too
+        if description or active_form or owner:
+            if _text_violations(description, active_form, owner, "", limits):
+                break
+            text += _texts_bytes(description, active_form, owner)
         if todo_id:
             seen.add(todo_id)
         else:
             todo_id = new_todo_id()
         text += len(todo_id) + (len(content) if content.isascii() else len(content.encode()))
+        if blocked_by:
+            text += sum(map(len, blocked_by))
         todos.append(
             _new_tuple(
                 Todo,
@@ -436,6 +502,12 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
                     _STATUSES[status] if status else _PENDING,
                     _PRIORITIES[priority] if priority else _MEDIUM,
                     NO_ENTRIES,
+                    description,
+                    active_form,
+                    owner,
+                    blocked_by,
+                    0.0,
+                    0.0,
                 ),
             )
         )
@@ -463,6 +535,7 @@ def _replace_all_checked(fields: Sequence[DraftFields], limits: Limits, prefix: 
     if violations:
         raise InvalidArgument(violations)
     todos = tuple(_materialize(draft) for draft in drafts)
+    graph.check_list(todos, limits.max_blockers_per_todo, prefix)
     _check_size(todos, limits, f"{prefix}todos")
     return todos
 
@@ -474,6 +547,11 @@ def insert(
     violations = _draft_violations(draft, "todo.", limits)
     if draft.id and any(t.id == draft.id for t in todos):
         violations.append(("todo.id", f"duplicate id {draft.id!r}"))
+    if draft.blocked_by and not violations:  # it can close no cycle: nothing names a todo not yet there
+        known = {todo.id for todo in todos}
+        violations += graph.blocker_violations(
+            draft.id, draft.blocked_by, known, limits.max_blockers_per_todo, "todo.blocked_by"
+        )
     if violations:
         raise InvalidArgument(violations)
     if len(todos) >= limits.max_todos_per_session:
@@ -503,10 +581,13 @@ def update(
     limits: Limits,
     set_metadata: Mapping[str, str] = NO_ENTRIES,
     remove_metadata: Iterable[str] = (),
+    *,
+    graph_changes: GraphChanges | None = None,
 ) -> tuple[tuple[Todo, ...], Todo]:
     """Change the given fields of one todo; returns the same tuple object when nothing changes."""
     remove_metadata = tuple(remove_metadata)
-    check_update(content, status, priority, set_metadata, remove_metadata, limits)
+    changes = graph_changes or NO_GRAPH_CHANGES
+    check_update(content, status, priority, set_metadata, remove_metadata, limits, changes)
     position = _position(todos, session_id, todo_id)
     old = todos[position]
     metadata = with_changes(old.metadata, set_metadata, remove_metadata) if set_metadata or remove_metadata else None
@@ -518,6 +599,12 @@ def update(
         _STATUSES[status] if status else old.status,
         _PRIORITIES[priority] if priority else old.priority,
         old.metadata if metadata is None else metadata,
+        old.description if changes.description is None else changes.description,
+        old.active_form if changes.active_form is None else changes.active_form,
+        old.owner if changes.owner is None else changes.owner,
+        _blockers_after(todos, old, changes, limits) if changes.touch_blockers else old.blocked_by,
+        old.lease_expires_at,
+        old.lease_seconds,
     )
     if new == old:
         return todos, old
@@ -534,6 +621,7 @@ def check_update(
     set_metadata: Mapping[str, str],
     remove_metadata: Iterable[str],
     limits: Limits,
+    graph_changes: GraphChanges | None = None,
 ) -> None:
     """What an update says on its own, checked before the todo it names is looked up."""
     violations = _enum_violations(status, priority, "")
@@ -541,10 +629,67 @@ def check_update(
         violations += _draft_violations(TodoDraft(content=content), "", limits)
     violations += _metadata_violations(set_metadata, "metadata", limits)
     violations += check_key_changes(set_metadata, remove_metadata, "remove_metadata_keys")
+    if graph_changes is not None:
+        changes = graph_changes
+        violations += _text_violations(changes.description, changes.active_form, changes.owner, "", limits)
+        violations += graph.blocker_violations(
+            "", changes.add_blocked_by, None, limits.max_blockers_per_todo, "add_blocked_by"
+        )
+        violations += check_key_changes(changes.add_blocked_by, changes.remove_blocked_by, "remove_blocked_by")
+        violations += [
+            (f"{field}[{n}]", f"must be at most {limits.max_todo_id_length} characters")
+            for field, ids in (
+                ("add_blocked_by", changes.add_blocked_by),
+                ("remove_blocked_by", changes.remove_blocked_by),
+            )
+            for n, todo_id in enumerate(ids)
+            if len(todo_id) > limits.max_todo_id_length
+        ]
     if violations:
         raise InvalidArgument(violations)
 
 
+@dataclass(frozen=True, slots=True)
+class GraphChanges:
+    """What an update asks of a todo's task-graph fields: None (or nothing to add or remove)
+    leaves a field as it is."""
+
+    description: str | None = None
+    active_form: str | None = None
+    owner: str | None = None
+    add_blocked_by: tuple[str, ...] = ()
+    remove_blocked_by: tuple[str, ...] = ()
+
+    @property
+    def touch_blockers(self) -> bool:
+        return bool(self.add_blocked_by or self.remove_blocked_by)
+
+
+NO_GRAPH_CHANGES = GraphChanges()
+
+
+def _blockers_after(todos: tuple[Todo, ...], old: Todo, changes: GraphChanges, limits: Limits) -> tuple[str, ...]:
+    """``old``'s blockers with ``changes``' removed and added (in that order, new ones last), each
+    added one naming another todo of the list and closing no cycle."""
+    removed = set(changes.remove_blocked_by)
+    blockers = [blocker for blocker in old.blocked_by if blocker not in removed]
+    known = {todo.id for todo in todos}
+    added = [blocker for blocker in changes.add_blocked_by if blocker not in blockers]
+    violations = [
+        (f"add_blocked_by[{n}]", why)
+        for n, blocker in enumerate(changes.add_blocked_by)
+        for _, why in graph.blocker_violations(old.id, (blocker,), known, 1, "")
+    ]
+    if not violations and added and (cycle := graph.cycle_through(todos, old.id, added)) is not None:
+        violations.append(graph.cycle_violation(f"add_blocked_by[{changes.add_blocked_by.index(cycle[1])}]", cycle))
+    if len(blockers) + len(added) > limits.max_blockers_per_todo:
+        violations.append(("add_blocked_by", f"at most {limits.max_blockers_per_todo} blockers per todo"))
+    if violations:
+        raise InvalidArgument(violations)
+    return (*blockers, *added)
+
+
 def remove(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> tuple[Todo, ...]:
+    """Remove the todo, and its id from every other todo's ``blocked_by``: one change."""
     position = _position(todos, session_id, todo_id)
-    return (*todos[:position], *todos[position + 1 :])
+    return graph.without_blocker((*todos[:position], *todos[position + 1 :]), todo_id)

@@ -576,6 +576,7 @@ def _operation(mutation: Mutation) -> list[Any]:
         case UpdateSession(set_labels, remove_labels, idle_ttl):
             ttl = "" if idle_ttl is None else repr(float(idle_ttl))
             return ["session", encode_entries(set_labels), json.dumps(list(remove_labels)), ttl]
+    raise NotImplementedError(f"{type(mutation).__name__} on Redis")  # issue 32: lands with write.lua's claims
 
 
 _BATCH_ATTEMPTS = 16
