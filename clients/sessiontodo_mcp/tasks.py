@@ -275,11 +275,12 @@ class TaskTools:
         return {"session_id": self._session_id, "revision": revision, **fields}
 
     async def _with_list(self, todo: Todo | None, revision: int) -> dict[str, Any]:
-        """The answer about ``todo``, its blockers judged in the list as it is now."""
+        """The answer about ``todo``, as the list holds it now (its blockers judged there)."""
         if todo is None:
             return self._answer(revision, task=None)
-        todos = await self._client.get_todos(self._session_id)
-        return self._answer(revision, task=task_json(todo, todos.todos))
+        todos = (await self._client.get_todos(self._session_id)).todos
+        now = next((listed for listed in todos if listed.id == todo.id), todo)
+        return self._answer(revision, task=task_json(now, todos))
 
     async def _create(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         todo = Todo(

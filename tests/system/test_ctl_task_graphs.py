@@ -32,7 +32,7 @@ async def test_ready_lists_the_todos_free_to_take_with_their_positions(address: 
     assert code == 0, err
     assert out.splitlines() == [
         "team",
-        "#     ID           PRIORITY  OWNER  BLOCKED BY  CONTENT",
+        "#       ID           PRIORITY  OWNER  BLOCKED BY  CONTENT",
         "0  [ ]  todo_parser  medium                       Write the parser",
         "2  [ ]  todo_docs    medium                       Write the docs",
         "revision 1, 2 ready of 3",
@@ -46,7 +46,7 @@ async def test_claim_takes_the_first_ready_todo_and_get_shows_its_owner_and_the_
     assert (code, out) == (0, "claimed todo_parser for worker-1, lease 60s, revision 2\n"), err
     code, out, err = await ctl(*address, "get", "team")
     assert out.splitlines()[1:4] == [
-        "#     ID           PRIORITY  OWNER     BLOCKED BY  CONTENT",
+        "#       ID           PRIORITY  OWNER     BLOCKED BY  CONTENT",
         "0  [>]  todo_parser  medium    worker-1              Write the parser",
         "1  [ ]  todo_tests   medium              #0          Write the tests",
     ]
@@ -72,6 +72,10 @@ async def test_block_and_unblock_link_todos_by_position(address: tuple[str, str]
     assert (code, out) == (0, "todo_docs waits for todo_parser, todo_tests, revision 2\n"), err
     code, out, err = await ctl(*address, "unblock", "team", "todo_docs", "--on", "todo_p")
     assert (code, out) == (0, "todo_docs waits for todo_tests, revision 3\n"), err
-    code, out, err = await ctl(*address, "release", "team", "0", "--owner", "nobody")
+
+
+async def test_a_release_by_someone_who_does_not_hold_the_todo_is_refused(address: tuple[str, str]) -> None:
+    await ctl(*address, "claim", "team", "0", "--owner", "worker-1")
+    code, _, err = await ctl(*address, "release", "team", "0", "--owner", "worker-2")
     assert code == 1
-    assert "CLAIM_NOT_HELD" in err or "not" in err
+    assert err.startswith("Error: FAILED_PRECONDITION: todo 'todo_parser' in session 'team' is in_progress and held by")
