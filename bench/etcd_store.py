@@ -49,7 +49,7 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo_server.domain.batch import Batch, Create, WriteContext
 from sessiontodo_server.domain.batch import Write as TodoWrite
 from sessiontodo_server.domain.mutations import ReplaceTodos
-from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.redis import RedisStore
 

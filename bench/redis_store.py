@@ -36,7 +36,7 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
-from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.redis import RedisStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -55,6 +55,7 @@ from sessiontodo_client.models import (
     Write,
     WriteResult,
 )
+from sessiontodo_client.readiness import NotReady
 from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
@@ -81,6 +82,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "NotFound",
+    "NotReady",
     "OutOfRange",
     "PermissionDenied",
     "ReleaseTodoWrite",

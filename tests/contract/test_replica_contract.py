@@ -12,7 +12,7 @@ from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.errors import LimitExceeded, RevisionMismatch, SessionNotFound, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, Written
-from sessiontodo_server.domain.todos import RemovalReason, SessionInfo, Todo
+from sessiontodo_server.domain.values import RemovalReason, SessionInfo, Todo
 from tests.contract.conftest import SharedBackend
 from tests.support import eventually
 from tests.support.replicas import (

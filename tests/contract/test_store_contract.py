@@ -21,7 +21,7 @@ from sessiontodo_server.domain.errors import (
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -208,6 +208,19 @@ async def test_a_write_with_a_stale_expected_revision_is_refused_and_changes_not
     assert state.todos == _todos("a")
 
 
+async def test_a_write_expecting_a_revision_ahead_of_the_sessions_is_refused_and_changes_nothing(
+    store: TodoStore,
+) -> None:
+    await _create(store, "s")
+    change = await _commit(store, "s", "a")
+    with pytest.raises(RevisionMismatch) as refused:
+        await _write(store, "s", ReplaceTodos(_todos("b")), expected_revision=change.revision + 1)
+    assert (refused.value.expected, refused.value.actual) == (change.revision + 1, change.revision)
+    state = await store.get("s")
+    assert state is not None
+    assert (state.revision, state.todos) == (change.revision, _todos("a"))
+
+
 async def test_a_write_to_a_missing_session_is_not_found(store: TodoStore) -> None:
     with pytest.raises(SessionNotFound):
         await _write(store, "ghost", ReplaceTodos(_todos("a")))
@@ -386,6 +399,19 @@ async def test_a_recreated_session_starts_above_every_revision_of_its_previous_i
     assert removal.kind is ChangeKind.SESSION_REMOVED
     assert removal.revision == old.revision + 1
     assert removal.reason is RemovalReason.REMOVED
+    fresh, created = await _create(store, "s")
+    assert created
+    assert fresh.revision > removal.revision
+    assert await store.changes_after("s", old.revision) is None
+
+
+async def test_a_session_removed_by_a_batch_and_created_again_starts_above_every_revision_it_had(
+    store: TodoStore,
+) -> None:
+    await _create(store, "s")
+    old = await _commit(store, "s", "old")
+    (removal,) = (await _batch(store, Remove("s"))).changes
+    assert (removal.kind, removal.revision) == (ChangeKind.SESSION_REMOVED, old.revision + 1)
     fresh, created = await _create(store, "s")
     assert created
     assert fresh.revision > removal.revision
@@ -695,6 +721,21 @@ async def test_a_batch_refuses_a_stale_expected_revision_naming_the_write(batchi
         await _batch(batching, Write("a", ReplaceTodos(_todos("x"))), Write("a", RemoveTodo("t0"), expected_revision=0))
 
     assert raised.value.write_index == 1
+
+
+async def test_a_batch_refuses_an_expected_revision_ahead_of_the_sessions_and_writes_nothing(
+    store: TodoStore,
+) -> None:
+    await _create(store, "a")
+    change = await _commit(store, "a", "kept")
+
+    with pytest.raises(RevisionMismatch) as raised:
+        await _batch(store, Write("a", ReplaceTodos(_todos("x")), expected_revision=change.revision + 1))
+
+    assert (raised.value.expected, raised.value.actual) == (change.revision + 1, change.revision)
+    state = await store.get("a")
+    assert state is not None
+    assert (state.revision, state.todos) == (change.revision, _todos("kept"))
 
 
 async def test_a_batch_removal_takes_descendants_created_in_the_same_batch(batching: TodoStore) -> None:

@@ -11,7 +11,7 @@ from typing import TypeVar
 from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import Mutation, ReplaceTodos
 from sessiontodo_server.domain.store import Written
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support import eventually

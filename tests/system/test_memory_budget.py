@@ -20,8 +20,8 @@ from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
 from sessiontodo_server.domain.errors import LimitExceeded
 from sessiontodo_server.domain.mutations import ReplaceTodos, UpdateSession
 from sessiontodo_server.domain.streams import TodoStreams
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo
-from sessiontodo_server.domain.todos import Todo as DomainTodo
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.domain.values import Todo as DomainTodo
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
 from tests.support import ServerProcess, eventually

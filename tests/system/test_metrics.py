@@ -21,7 +21,7 @@ from sessiontodo_server.app import RunningServer
 from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import ReplaceTodos
 from sessiontodo_server.domain.store import Written
-from sessiontodo_server.domain.todos import Limits, SessionInfo, TodoDraft
+from sessiontodo_server.domain.values import Limits, SessionInfo, TodoDraft
 from sessiontodo_server.observability import metrics as metrics_module
 from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics
 from sessiontodo_server.stores.memory import MemoryStore

@@ -206,7 +206,10 @@ async def test_a_renewed_lease_is_still_held_after_its_first_deadline(stub: pb_g
     await plan(stub, todo("a"))
     lease = duration_pb2.Duration(seconds=2)
     claimed = await stub.ClaimTodo(pb.ClaimTodoRequest(session_id="s", owner="w1", lease_duration=lease))
-    renewed = await stub.RenewClaim(pb.RenewClaimRequest(session_id="s", todo_id="a", owner="w1"))
+    longer = duration_pb2.Duration(seconds=3)
+    renewed = await stub.RenewClaim(
+        pb.RenewClaimRequest(session_id="s", todo_id="a", owner="w1", lease_duration=longer)
+    )
 
     assert renewed.todo.lease_expires_at.ToNanoseconds() > claimed.todo.lease_expires_at.ToNanoseconds()
 

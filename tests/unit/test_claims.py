@@ -7,7 +7,7 @@ import pytest
 
 from sessiontodo_server.domain import claims
 from sessiontodo_server.domain.errors import ClaimNotHeld, InvalidArgument, TodoBlocked, TodoNotPending, TodoTaken
-from sessiontodo_server.domain.todos import Todo, TodoStatus
+from sessiontodo_server.domain.values import Todo, TodoStatus
 
 PENDING, WORKING, DONE = TodoStatus.PENDING, TodoStatus.IN_PROGRESS, TodoStatus.COMPLETED
 

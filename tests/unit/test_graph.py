@@ -7,7 +7,8 @@ import pytest
 
 from sessiontodo_server.domain import graph
 from sessiontodo_server.domain.errors import InvalidArgument
-from sessiontodo_server.domain.todos import Todo, TodoStatus
+from sessiontodo_server.domain.todos import replace_all
+from sessiontodo_server.domain.values import NO_ENTRIES, DraftFields, Limits, Todo, TodoStatus
 
 DONE, CANCELLED, PENDING, WORKING = (
     TodoStatus.COMPLETED,
@@ -136,3 +137,39 @@ def test_removing_a_todo_strips_it_from_every_blocked_by() -> None:
 
     assert [t.blocked_by for t in stripped] == [("a",), (), ()]
     assert stripped[2] is todos[2]
+
+
+def drafts(*todos: tuple[str, tuple[str, ...]]) -> list[DraftFields]:
+    return [(todo_id, f"do {todo_id}", None, None, NO_ENTRIES, "", "", "", blocked_by) for todo_id, blocked_by in todos]
+
+
+def test_a_replace_keeps_blockers_named_later_in_the_list_when_they_close_no_cycle() -> None:
+    todos = replace_all(drafts(("c", ("b",)), ("b", ("a",)), ("a", ())), Limits())
+
+    assert [todo.blocked_by for todo in todos] == [("b",), ("a",), ()]
+
+
+@pytest.mark.parametrize(
+    ("listed", "field"),
+    [
+        ((("a", ("b",)), ("b", ("a",))), "todos[1].blocked_by[0]"),
+        ((("a", ()), ("b", ("b",))), "todos[1].blocked_by[0]"),
+        ((("a", ("zz",)), ("b", ())), "todos[0].blocked_by[0]"),
+        ((("a", ()), ("b", ("a", "a"))), "todos[1].blocked_by[1]"),
+    ],
+    ids=["cycle", "itself", "unknown", "twice"],
+)
+def test_a_replace_breaking_a_dependency_rule_names_the_culprit(
+    listed: tuple[tuple[str, tuple[str, ...]], ...], field: str
+) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        replace_all(drafts(*listed), Limits())
+
+    assert [culprit for culprit, _ in raised.value.violations] == [field]
+
+
+def test_a_replace_with_more_blockers_than_the_limit_is_refused() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        replace_all(drafts(("a", ()), ("b", ()), ("c", ("a", "b"))), Limits(max_blockers_per_todo=1))
+
+    assert [culprit for culprit, _ in raised.value.violations] == ["todos[2].blocked_by"]

@@ -20,7 +20,7 @@ from sessiontodo_server.domain.errors import RevisionMismatch, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import AddResult, Written
 from sessiontodo_server.domain.streams import TodoStreams
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore

@@ -4,7 +4,7 @@ deadline skipped, each due lease handed out once."""
 from __future__ import annotations
 
 from sessiontodo_server.domain.leases import LeaseIndex
-from sessiontodo_server.domain.todos import Change, ChangeKind, Todo, TodoStatus
+from sessiontodo_server.domain.values import Change, ChangeKind, Todo, TodoStatus
 
 
 def leased(todo_id: str, deadline: float) -> Todo:

@@ -16,7 +16,7 @@ from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.budget import list_bytes
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, StoreStartupError
-from sessiontodo_server.domain.todos import Limits, RemovalReason, SessionInfo, Todo, TodoPriority, TodoStatus
+from sessiontodo_server.domain.values import Limits, RemovalReason, SessionInfo, Todo, TodoPriority, TodoStatus
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import ONE_ROW_BYTES, Durability, open_sqlite_store
 

@@ -14,6 +14,7 @@ export {
   type GetTodosOptions,
   type ListSessionsOptions,
   type Origin,
+  type OwnedConnection,
   type OwnerOptions,
   type RenewClaimOptions,
   type UpdateSessionOptions,
@@ -40,6 +41,7 @@ export {
   type QuotaViolation,
 } from "./errors.js";
 export { FeedPosition, RESET_MARKER } from "./feed.js";
+export { NotReady } from "./readiness.js";
 export type {
   AddedTodo,
   AddTodoResult,

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from sessiontodo_server.domain.errors import TodoError
 from sessiontodo_server.domain.mutations import Mutation
-from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, Limits, SessionInfo, Todo
 
 MAX_WRITES = 1000
 """Operations in one batch."""

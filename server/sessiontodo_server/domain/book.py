@@ -41,8 +41,9 @@ from sessiontodo_server.domain.mutations import (
 from sessiontodo_server.domain.observer import BookObserver, NoObserver
 from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     NO_ENTRIES,
+    NO_GRAPH_CHANGES,
     Change,
     ChangeKind,
     DraftFields,
@@ -55,6 +56,8 @@ from sessiontodo_server.domain.todos import (
     TodoDraft,
     TodoPriority,
     TodoStatus,
+    frozen,
+    is_global_list,
 )
 from sessiontodo_server.domain.watch import WatchHub
 
@@ -144,7 +147,7 @@ class TodoBook:
             raise InvalidArgument(violations)
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
-        return Create(session_id, SessionInfo(parent_id, ops.frozen(labels), now, now, ttl))
+        return Create(session_id, SessionInfo(parent_id, frozen(labels), now, now, ttl))
 
     async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
         """The store checks both session limits as it creates: one step, whatever the replicas."""
@@ -191,7 +194,7 @@ class TodoBook:
         violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=True)
         if violations:
             raise InvalidArgument(violations)
-        mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
+        mutation = UpdateSession(frozen(set_labels), tuple(remove_label_keys), idle_ttl)
         return self._checked(Write(session_id, mutation, expected_revision))
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
@@ -202,7 +205,7 @@ class TodoBook:
     def remove_operation(self, session_id: str) -> Remove:
         """A RemoveSession checked on its own."""
         ops.check_session_id(session_id, self._limits)
-        if ops.is_global_list(session_id):
+        if is_global_list(session_id):
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
         return Remove(session_id)
 
@@ -229,7 +232,7 @@ class TodoBook:
     ) -> tuple[list[SessionState], str]:
         """A page of at most ``page_size`` sessions and ``MAX_RESPONSE_BYTES`` (by ``size``), and
         the token of the next page ("" on the last)."""
-        only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
+        only = SessionFilter(parent_id=parent_id, labels=frozen(labels), tenant=tenant)
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
         if violations := violations + self.filter_violations(only, ""):
             raise InvalidArgument(violations)
@@ -393,9 +396,9 @@ class TodoBook:
             content,
             TodoStatus(status) if status else None,
             TodoPriority(priority) if priority else None,
-            ops.frozen(set_metadata),
+            frozen(set_metadata),
             tuple(remove_metadata_keys),
-            graph or ops.NO_GRAPH_CHANGES,
+            graph or NO_GRAPH_CHANGES,
             self._clock(),
         )
         return self._checked(Write(session_id, mutation, expected_revision))
@@ -648,7 +651,7 @@ def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[Sess
 
 
 def _is_tenants_global_list(session_id: str) -> bool:
-    return bool(tenancy.tenant_of(session_id)) and ops.is_global_list(session_id)
+    return bool(tenancy.tenant_of(session_id)) and is_global_list(session_id)
 
 
 def _filter_digest(only: SessionFilter) -> str:

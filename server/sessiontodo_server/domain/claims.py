@@ -25,7 +25,7 @@ from sessiontodo_server.domain.errors import (
     TodoNotPending,
     TodoTaken,
 )
-from sessiontodo_server.domain.todos import Todo, TodoStatus
+from sessiontodo_server.domain.values import Todo, TodoStatus
 
 LEASE_ORIGIN = "sessiontodo:lease"
 """The origin of the change a lapsing lease makes, so watchers tell a lapse from a person's write."""

@@ -12,18 +12,14 @@ holds nothing back. A todo is *ready* when it is PENDING, unowned and every bloc
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from sessiontodo_server.domain.errors import InvalidArgument
+from sessiontodo_server.domain.values import Todo, TodoStatus
 
-if TYPE_CHECKING:  # todos.py validates lists with this module
-    from sessiontodo_server.domain.todos import Todo
+FINISHED = frozenset({TodoStatus.COMPLETED, TodoStatus.CANCELLED})
+"""The statuses in which a todo no longer blocks the todos waiting on it."""
 
-FINISHED = frozenset({"completed", "cancelled"})
-"""The statuses (``TodoStatus`` values, which compare equal to them) in which a todo no longer
-blocks the todos waiting on it."""
-
-_PENDING = "pending"
+_PENDING = TodoStatus.PENDING
 _SHOWN_IN_CYCLE = 8
 """Ids a cycle's description names before it elides the rest."""
 
@@ -77,6 +73,13 @@ def blocker_violations(
 def check_list(todos: Sequence[Todo], max_blockers: int, prefix: str = "") -> None:
     if violations := list_violations(todos, max_blockers, prefix):
         raise InvalidArgument(violations)
+
+
+def known_and_acyclic(todos: Sequence[Todo], blockers: Iterable[str]) -> bool:
+    """Whether ``blockers`` (every id named in the list's ``blocked_by``) all name todos of the
+    list and the edges make no cycle: the check of a list with no other problem, without naming one."""
+    position = {todo.id: index for index, todo in enumerate(todos)}
+    return position.keys() >= set(blockers) and _closing_edge(todos, position) is None
 
 
 def _closing_edge(todos: Sequence[Todo], position: dict[str, int]) -> tuple[int, int, list[int]] | None:
@@ -153,7 +156,7 @@ def finished_ids(todos: Iterable[Todo]) -> set[str]:
 
 def is_ready(todo: Todo, finished: set[str]) -> bool:
     """PENDING, unowned, every blocker finished (``finished``: the list's ``finished_ids``)."""
-    return todo.status == _PENDING and not todo.owner and finished.issuperset(todo.blocked_by)
+    return todo.status is _PENDING and not todo.owner and finished.issuperset(todo.blocked_by)
 
 
 def unfinished_blockers(todo: Todo, todos: Iterable[Todo]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from sessiontodo_server.domain.todos import Change, ChangeKind, Todo
+from sessiontodo_server.domain.values import Change, ChangeKind, Todo
 
 _LISTS_WITH_LEASES = frozenset({ChangeKind.SNAPSHOT, ChangeKind.RESET, ChangeKind.TODOS_REPLACED})
 """Changes after which any todo of the list may hold a lease this index has not seen."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from sessiontodo_server.domain.batch import Batch, BatchWritten, Write, WriteContext
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     GLOBAL_SESSION_ID,
     Change,

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain.budget import Held, change_bytes, filter_bytes
 from sessiontodo_server.domain.errors import LimitExceeded, Unavailable
-from sessiontodo_server.domain.todos import Change, SessionFilter
+from sessiontodo_server.domain.values import Change, SessionFilter
 
 IN_FLIGHT_MESSAGES = 2
 """Messages a stream counts as held by gRPC for a client that has not read them: the one being
@@ -36,7 +36,7 @@ class Subscription:
         self._capacity = capacity
         self._buffered = buffered
         self._pending: deque[Change] = deque()
-        self._waiter: asyncio.Future[bool] | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self.in_flight: deque[int] = deque()
@@ -51,7 +51,7 @@ class Subscription:
         the buffers' share of the memory budget would not ``fit`` it; the hub holds what was buffered."""
         if self.lagged or self.closed:
             return 0
-        self._wake(True)
+        self._wake()
         if fits and len(self._pending) < self._capacity:
             self._pending.append(change)
             return 1
@@ -69,23 +69,30 @@ class Subscription:
         if not self.closed:
             self._release()
             self.lagged = True
-            self._wake(True)
+            self._wake()
 
     def close(self, reason: Change | Unavailable) -> None:
         self.closed = reason
-        self._wake(True)
+        self._wake()
 
-    def _wake(self, readable: bool) -> None:
+    def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(readable)
+            self._waiter.set_result(None)
+
+    def _readable(self) -> bool:
+        return bool(self._pending or self.lagged or self.closed)
 
     async def wait(self, timeout: float) -> bool:
-        """Wait for something to read; False if ``timeout`` passed first.
+        """Wait for something to read; False if ``timeout`` passed first and there is still nothing.
+
+        What is readable is read when the waiter runs again, not when it was woken: a change pushed
+        after the timer woke it, before it ran, must not be taken for silence (a feed's PROGRESS
+        would then cover that change, and the feed drop it as seen).
 
         One timer per subscription, moved on lazily when it fires, rather than one timer per
         wait: at tens of thousands of messages a second, per-wait timers fill the event loop's
         heap with cancelled entries and make every message pay for them."""
-        if self._pending or self.lagged or self.closed:
+        if self._readable():
             return True
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + timeout
@@ -93,9 +100,10 @@ class Subscription:
             self._timer = loop.call_at(self._deadline, self._on_timer)
         self._waiter = loop.create_future()
         try:
-            return await self._waiter
+            await self._waiter
         finally:
             self._waiter = None
+        return self._readable()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -103,7 +111,7 @@ class Subscription:
             return  # not waiting: the next wait arms a timer again
         loop = self._waiter.get_loop()
         if loop.time() >= self._deadline:
-            self._wake(False)
+            self._wake()
         else:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 

@@ -29,7 +29,7 @@ from sessiontodo_server.domain.budget import MemoryBudget
 from sessiontodo_server.domain.observer import ConflictReason, ResetReason
 from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import EVERY_SESSION, Change, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.domain.values import EVERY_SESSION, Change, RemovalReason, SessionFilter, SessionInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer  # the `tracing` extra

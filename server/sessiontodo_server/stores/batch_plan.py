@@ -26,7 +26,7 @@ from sessiontodo_server.domain.errors import (
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import SessionState
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import ChangeKind, Limits, SessionInfo, Todo, is_global_list, touched
+from sessiontodo_server.domain.values import ChangeKind, Limits, SessionInfo, Todo, is_global_list, touched
 from sessiontodo_server.stores.session_record import SessionRecord, accepted
 
 

@@ -11,7 +11,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from sessiontodo_server.domain.store import AddResult, SessionState
-from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, SessionInfo, Todo
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from sessiontodo_server.domain.batch import Batch, BatchWritten, Create, Operati
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, RevisionMismatch
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos, UpdateTodo
 from sessiontodo_server.domain.store import REQUEST_RETENTION_SECONDS
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.etcd.client import EtcdClient
 from sessiontodo_server.stores.etcd.events import revision_of

@@ -18,7 +18,7 @@ from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.errors import SessionNotFound, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID
-from sessiontodo_server.domain.todos import EVERY_SESSION, ChangeKind, RemovalReason, SessionInfo, Todo
+from sessiontodo_server.domain.values import EVERY_SESSION, ChangeKind, RemovalReason, SessionInfo, Todo
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support import eventually
 from tests.support.redis_server import RedisServer

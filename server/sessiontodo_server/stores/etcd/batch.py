@@ -26,7 +26,7 @@ from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_server.domain.batch import Operation, Write
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, is_global_list
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, RemovalReason, is_global_list
 from sessiontodo_server.stores.batch_plan import BatchPlan, BatchReach, CreateStep, RemoveStep, plan_on_read
 from sessiontodo_server.stores.etcd import txns
 from sessiontodo_server.stores.etcd.cache import SessionCache, Version

@@ -50,7 +50,7 @@ from sessiontodo_server.domain.store import (
     Written,
 )
 from sessiontodo_server.domain.tenancy import SEPARATOR, tenant_of
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,

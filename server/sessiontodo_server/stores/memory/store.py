@@ -37,7 +37,7 @@ from sessiontodo_server.domain.errors import (
 from sessiontodo_server.domain.mutations import RemembersResult
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
