@@ -32,6 +32,7 @@ from batching import batching_rows, measure_batching
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
 from etcd_store import etcd_store_rows, measure_etcd_store
+from graphs import measure_graphs
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -62,6 +63,7 @@ from versus import (
 )
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+from ways import MODES, matrix_table, measure_ways, ways_rows
 from web import browser_available, measure_web, web_rows
 
 
@@ -96,6 +98,8 @@ class Sizes:
     web_samples: int
     web_renders: int
     etcd_store_writers: int
+    graph_validations: int
+    ways_writes: int
 
 
 FULL = Sizes(
@@ -128,6 +132,8 @@ FULL = Sizes(
     web_samples=100,
     web_renders=5,
     etcd_store_writers=32,
+    graph_validations=300,
+    ways_writes=50,
 )
 QUICK = Sizes(
     rounds=1,
@@ -159,6 +165,8 @@ QUICK = Sizes(
     web_samples=5,
     web_renders=1,
     etcd_store_writers=8,
+    graph_validations=30,
+    ways_writes=3,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -206,6 +214,11 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         by_size = await measure_list_sizes(targets, sizes.list_sizes, sizes.list_rounds, sizes.list_seconds, cpus.load)
         figures[5] = scaling_rows(by_size, SUBJECTS, BASELINE)
         plotted["list_size_rounds"] = {size: measured.rates for size, measured in by_size.items()}
+        progress("figure 16: task graphs: 64 claimers on one list, ready reads, validating a graph")
+        memory_target = next(target for target in targets if target.name == "memory")
+        figures[16] = await measure_graphs(
+            memory_target, sizes.rounds, sizes.seconds, cpus.load, sizes.graph_validations
+        )
         progress("figure 3: fan-out to the watchers of one session")
         fanout = await measure_fanout(
             targets[:2], sizes.watcher_counts, sizes.fanout_rounds, sizes.fanout_seconds, sizes.reach_samples, cpus.load
@@ -297,6 +310,13 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
 
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)
+
+    progress("figure 17: one session, five ways in x six ways out, one way after another and all at once")
+    ways = await measure_ways(  # quick: all five at once only (the run the rules are about), then the restart
+        sizes.ways_writes, 0.05, cpus.server, scratch, modes=MODES if sizes == FULL else ("interleaved",)
+    )
+    figures[17] = ways_rows(ways)
+    plotted["ways"] = matrix_table(ways)
 
     if etcd_binary():
         progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")

@@ -62,6 +62,7 @@ from sessiontodo_opencode.translate import (
     SLUG,
     TITLE,
     plan_to_service,
+    run_labels,
     todo_to_service,
     todos_from_service,
 )
@@ -271,7 +272,7 @@ class OpenCodeImporter:
             PROJECT: session.project_id,
             SLUG: session.slug,
             SERVER_LABEL: self._server,
-        }
+        } | run_labels(session.agent, session.model, session.summary)
 
     async def _mirror_session(self, session: Session) -> None:
         labels = self._labels(session)
