@@ -276,18 +276,26 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
         if blocked_by:
             # Blockers all named earlier in the list (the usual plan) can close no cycle, nor name
             # the todo itself; others are checked once the whole list is known.
-            if in_list_order:
-                for blocker in blocked_by:  # a loop: ``seen.issuperset`` builds a set from the tuple
-                    if blocker not in seen:
-                        in_list_order = False
-                        break
-            if not in_list_order and todo_id in blocked_by:
-                break
+            # One or two blockers (most todos) are looked up by hand: ``seen.issuperset`` would
+            # build a set from the tuple, and a loop costs more than the lookups.
             count = len(blocked_by)
-            if count > max_blockers:
-                break
-            if count > 1 and (blocked_by[0] == blocked_by[1] if count == 2 else len(set(blocked_by)) < count):
-                break
+            if count == 1:
+                if in_list_order and blocked_by[0] not in seen:
+                    in_list_order = False
+            elif count == 2:
+                first, second = blocked_by
+                if first == second:
+                    break
+                if in_list_order and (first not in seen or second not in seen):
+                    in_list_order = False
+            else:
+                if len(set(blocked_by)) < count:
+                    break
+                if in_list_order:
+                    for blocker in blocked_by:
+                        if blocker not in seen:
+                            in_list_order = False
+                            break
             blockers.append(blocked_by)
         if description or active_form or owner:
             if _text_violations(description, active_form, owner, "", limits):
@@ -318,11 +326,16 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
         )
     else:
         if blockers:
-            # Others name todos anywhere in the list: each must be there, and no cycle (a linear
-            # search); a list breaking either takes the full pass, which names the culprit.
-            if not in_list_order and not graph.known_and_acyclic(todos, chain.from_iterable(blockers)):
+            # Too many blockers, or blockers anywhere in the list: each must be there, and no cycle
+            # (a linear search; a todo naming itself is one); a list breaking a rule takes the
+            # full pass, which names the culprit.
+            if max(map(len, blockers)) > max_blockers or (
+                not in_list_order and not graph.known_and_acyclic(todos, chain.from_iterable(blockers))
+            ):
                 return _replace_all_checked(drafts, limits, prefix)
-            text += sum(map(len, chain.from_iterable(blockers)))
+            edges = sum(map(len, blockers))
+            if text + edges * max_id > limits.max_list_bytes:  # else the blockers' ids cannot matter
+                text += sum(map(len, chain.from_iterable(blockers)))
         if text > limits.max_list_bytes:
             too_big = f"the list must stay under {limits.max_list_bytes} bytes of text"
             raise InvalidArgument([(f"{prefix}todos", too_big)])
