@@ -3,11 +3,15 @@ person, through the API and in a real browser."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import httpx
+import pytest
 
 from sessiontodo_client import Todo, TodoClient, TodoStatus
+from sessiontodo_web import RunningWeb
 from tests.peers.web.browser_remote import Page
-from tests.peers.web.web_support import select_session, todo_row
+from tests.peers.web.web_support import select_session, sign_in, todo_row
 
 GRAPH = [
     Todo(id="t1", content="Write the parser"),
@@ -122,3 +126,19 @@ async def test_an_agents_claim_appears_on_the_page_live(page: Page, client: Todo
 
     await page.wait_for(f"{todo_row('t1')} .owner:text-is('● agent-7')")
     await page.wait_for(f"{todo_row('t1')} .ready-badge", state="hidden")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_axe_finds_no_serious_violation_on_a_graph_with_owners_and_blockers(
+    scheme: str, new_page: Callable[..., Awaitable[Page]], web: RunningWeb, viewer_token: str, client: TodoClient
+) -> None:
+    await a_graph(client, "ses_axe")
+    await client.claim_todo("ses_axe", "agent-1", "t3", lease=600)
+    page = await new_page(color_scheme=scheme)
+    await sign_in(page, web.url, viewer_token)
+    await select_session(page, "ses_axe")
+    await page.wait_for(f"{todo_row('t3')} .owner:text-is('● agent-1')")
+
+    violations = await page.axe()
+
+    assert [violation for violation in violations if violation["impact"] in {"serious", "critical"}] == []
