@@ -37,6 +37,7 @@ PACKAGES = (
     "sessiontodo_ctl",
     "sessiontodo_mcp",
     "sessiontodo_web",
+    "sessiontodo_claude",
 )
 TYPED = ("sessiontodo/v1", *PACKAGES[1:])
 GENERATED = [

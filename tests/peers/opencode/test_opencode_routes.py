@@ -14,7 +14,7 @@ import pytest
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
 from sessiontodo_opencode.translate import todo_from_service, todo_to_service
-from tests.peers.opencode.opencode_support import create, todos
+from tests.peers.opencode.opencode_support import EventFeed, create, todos
 from tests.support import ROOT, ServerProcess
 
 
@@ -271,6 +271,25 @@ async def test_creating_a_session_without_a_body_generates_its_id(http: httpx.As
     assert [s.session_id for s in await client.list_sessions()] == [session_id]
 
 
+OpenFeed = Callable[..., Awaitable[EventFeed]]
+
+
+async def test_a_sessions_agent_and_model_are_kept_and_shown_in_its_answers_and_events(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    feed = await open_feed()
+    model = {"id": "claude-sonnet-4", "providerID": "anthropic"}
+
+    created = await http.post("/session", json={"id": "ses_runs", "agent": "build", "model": model})
+
+    assert (created.json()["agent"], created.json()["model"]) == ("build", model)
+    read = (await http.get("/session/ses_runs")).json()
+    assert (read["agent"], read["model"]) == ("build", model)
+    event = await feed.next_of("session.created")
+    assert (event["info"]["agent"], event["info"]["model"]) == ("build", model)
+    assert "summary" not in read, "no summary is made up"
+
+
 async def test_creating_a_child_of_an_unknown_parent_is_not_found(http: httpx.AsyncClient) -> None:
     response = await http.post("/session", json={"id": "ses_child", "parentID": "ses_nobody"})
 
@@ -364,3 +383,29 @@ async def test_a_session_reports_the_version_pyproject_declares(http: httpx.Asyn
     response = await http.post("/session", json={"id": "ses_version"})
 
     assert response.json()["version"] == f"sessiontodo-{declared}"
+
+
+async def test_a_todowrite_keeps_the_owners_and_dependencies_of_the_todos_it_continues(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await create(http, "ses_graph")
+    await client.replace_todos(
+        "ses_graph",
+        [
+            Todo(id="parse", content="Parse", description="LL(1)", active_form="Parsing"),
+            Todo(id="test", content="Test", blocked_by=["parse"]),
+            Todo(id="drop", content="Drop"),
+        ],
+    )
+    await client.claim_todo("ses_graph", "agent-1", "parse")
+    # As OpenCode's todowrite sends it: no ids, the list as the model wrote it (one todo left out).
+    body = [{"content": "Parse", "status": "completed", "priority": "high"}, *todos("Test")]
+
+    response = await http.put("/session/ses_graph/todo", json=body)
+
+    assert response.status_code == 200
+    stored = (await client.get_todos("ses_graph")).todos
+    assert [(t.id, t.status, t.owner, t.description, t.active_form, t.blocked_by) for t in stored] == [
+        ("parse", TodoStatus.COMPLETED, "agent-1", "LL(1)", "Parsing", []),
+        ("test", TodoStatus.PENDING, "", "", "", ["parse"]),
+    ]
