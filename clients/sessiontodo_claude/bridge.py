@@ -1,0 +1,348 @@
+"""The two-way bridge between one Claude Code task list and one sessiontodo session.
+
+Two followers feed one queue: the list folder's changes (``watcher``, inotify) and the session's
+``WatchTodos`` stream (every message carries the full list; the typed client resumes it across
+reconnects). One loop takes what is queued and makes a *pass*: it reads every task file, takes
+the newest list sessiontodo sent, and brings both sides to the same fields:
+
+1. pairs: a task names its todo in ``metadata["sessiontodo.todo_id"]``; a task that does not
+   yet, but whose todo was made before a crash, is found by the todo's ``claude.task_id`` and
+   ``claude.source``;
+2. deletes: a pair the state remembers, gone on one side, is deleted on the other — as Claude
+   deletes, or by RemoveTodo. A vanished folder, an unreadable file or a removed session is not a
+   delete: nothing is deleted for it;
+3. creates: a task without a todo becomes one (AddTodo, origin ``claude-code``); a todo without a
+   task becomes one (Claude's next id, under its list lock);
+4. fields: each pair is merged field by field against what both sides last agreed on
+   (``merge``); what changed is written to the side that lacks it: one atomic BatchWrite for
+   sessiontodo (conditional on the revision the pass read: another writer in between makes the
+   pass start again), task files under Claude's locks.
+
+A pass is idempotent, so any missed event, restart or kill -9 is repaired by the next pass:
+the first one runs as soon as the watch's snapshot arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessiontodo_claude.folder import TaskFolder
+from sessiontodo_claude.mapping import (
+    SOURCE_KEY,
+    TASK_ID_KEY,
+    TODO_ID_KEY,
+    Item,
+    changed_fields,
+    item_from_task,
+    item_from_todo,
+    metadata_of,
+    task_changes,
+    task_from_item,
+    todo_from_item,
+    todo_id_of,
+)
+from sessiontodo_claude.merge import Side, merge
+from sessiontodo_claude.state import BridgeState, load_state, save_state
+from sessiontodo_claude.tasks import Task
+from sessiontodo_claude.watcher import changed_task_ids
+from sessiontodo_client import (
+    Aborted,
+    AddTodoWrite,
+    ChangeKind,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    RemoveTodoWrite,
+    Todo,
+    TodoClient,
+    TodoList,
+    TodoStatus,
+    UpdateTodoWrite,
+    Write,
+)
+
+log = logging.getLogger(__name__)
+
+ORIGIN = "claude-code"
+LIST_LABEL = "claude.list"
+"""The label naming the task list on the session the bridge creates."""
+RESTART_PASSES = 8
+"""Passes tried in a row while other writers keep changing the session under it (ABORTED)."""
+
+_REFUSED = (InvalidArgument, NotFound, FailedPrecondition)
+"""Refusals of one write: the rest of the pass goes on without it."""
+
+
+@dataclass(frozen=True)
+class _Noticed:
+    side: Side
+    todos: TodoList | None = None
+    session_gone: bool = False
+
+
+class ClaudeBridge:
+    """Mirrors ``folder`` (one Claude Code task list) and ``session_id`` both ways, for as long as ``run`` runs."""
+
+    def __init__(
+        self,
+        client: TodoClient,
+        folder: TaskFolder,
+        *,
+        session_id: str,
+        list_id: str,
+        state_path: Path,
+        source: str = "",
+    ) -> None:
+        self._client = client
+        self._folder = folder
+        self._session_id = session_id
+        self._list_id = list_id
+        self._state_path = state_path
+        self._source = source or f"{socket.gethostname()}:{folder.path.resolve()}"
+        self._state = BridgeState(session_id)
+        self._service: TodoList | None = None
+        """The newest list sessiontodo sent (the watch's messages carry it whole)."""
+        self._written_revision = 0
+        """The revision of the bridge's last write: lists older than it are stale and wait for the watch."""
+        self._queue: asyncio.Queue[_Noticed] = asyncio.Queue()
+        self.passes = 0
+        """How many passes ran (a pass that found both sides equal counts too)."""
+
+    async def run(self) -> None:
+        """Follow both sides until cancelled."""
+        self._state = load_state(self._state_path, self._session_id)
+        await self._ensure_session()
+        self._folder.ensure()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._follow_folder())
+            tasks.create_task(self._follow_session())
+            tasks.create_task(self._sync())
+
+    async def _ensure_session(self) -> None:
+        labels = {LIST_LABEL: self._list_id, "title": f"Claude Code tasks: {self._list_id}"}
+        await self._client.create_session(self._session_id, labels=labels, origin=ORIGIN)
+
+    async def _follow_folder(self) -> None:
+        while True:
+            self._folder.ensure()  # Claude makes it on its first task; the watch needs it now
+            async for _ in changed_task_ids(self._folder.path):
+                self._queue.put_nowait(_Noticed("claude"))
+                if not self._folder.path.is_dir():
+                    break
+            await asyncio.sleep(0.1)
+
+    async def _follow_session(self) -> None:
+        while True:
+            async for event in self._client.watch(self._session_id):
+                if event.kind is ChangeKind.SESSION_REMOVED:
+                    self._queue.put_nowait(_Noticed("sessiontodo", session_gone=True))
+                elif event.kind is not ChangeKind.PROGRESS:
+                    self._queue.put_nowait(
+                        _Noticed("sessiontodo", TodoList(todos=event.todos, revision=event.revision))
+                    )
+            log.warning("session %s was removed; creating it again from the task list", self._session_id)
+            await self._ensure_session()
+
+    async def _sync(self) -> None:
+        while True:
+            noticed = [await self._queue.get()]
+            while not self._queue.empty():
+                noticed.append(self._queue.get_nowait())
+            prefer: Side = noticed[-1].side
+            for item in noticed:
+                if item.session_gone:
+                    self._forget_session()
+                elif item.todos is not None and (
+                    self._service is None or item.todos.revision >= self._service.revision
+                ):
+                    self._service = item.todos
+            if self._service is None or self._service.revision < self._written_revision:
+                continue  # the watch has not caught up with the bridge's own write yet: its message will come
+            await self._pass_until_settled(prefer)
+
+    def _forget_session(self) -> None:
+        """A removed session deletes no task: every task is carried again to the session made anew."""
+        self._state = BridgeState(self._session_id)
+        self._service = None
+        self._written_revision = 0
+
+    async def _pass_until_settled(self, prefer: Side) -> None:
+        for _ in range(RESTART_PASSES):
+            try:
+                await self.sync_once(prefer)
+                return
+            except Aborted:
+                self._service = await self._client.get_todos(self._session_id)
+        log.warning("the session kept changing under %d passes; the next change brings another", RESTART_PASSES)
+
+    async def sync_once(self, prefer: Side) -> None:
+        """One pass (see the module's docstring) against the newest list sessiontodo sent."""
+        assert self._service is not None
+        self.passes += 1
+        service = self._service
+        listing = await self._folder.read_all()
+        tasks = listing.tasks
+        todos = {todo.id: todo for todo in service.todos}
+        state = self._state
+        agreed = dict(state.agreed)
+        """Changed here and kept only when the pass completes: a pass started again starts from the same memory."""
+        folder_present = self._folder.path.is_dir()
+
+        pairs: dict[str, str] = {}
+        new_tasks: list[Task] = []
+        for task in tasks.values():
+            todo_id = todo_id_of(task) or self._made_from(task.id, todos)
+            if todo_id and todo_id not in pairs:
+                pairs[todo_id] = task.id
+            else:
+                new_tasks.append(task)
+        for todo_id, task_id in state.pairs.items():
+            if task_id in listing.unreadable:
+                pairs.setdefault(todo_id, task_id)  # not gone: read again on the next pass
+
+        writes: list[Write] = []
+        deleted_tasks: list[str] = []
+        for todo_id in list(agreed):
+            if todo_id in pairs and todo_id in todos:
+                continue
+            if todo_id in pairs:  # gone from sessiontodo: deleted there
+                if pairs[todo_id] not in listing.unreadable:
+                    deleted_tasks.append(pairs.pop(todo_id))
+                    agreed.pop(todo_id)
+            elif todo_id in todos:
+                if folder_present:  # the task's file vanished: Claude deleted it
+                    writes.append(RemoveTodoWrite(session_id=self._session_id, todo_id=todo_id))
+                    todos.pop(todo_id)
+                    agreed.pop(todo_id)
+            else:
+                agreed.pop(todo_id)
+
+        task_to_todo = {task_id: todo_id for todo_id, task_id in pairs.items()}
+        created: dict[str, Item] = {}
+        for task in new_tasks:
+            todo_id = f"todo_{uuid.uuid4().hex[:16]}"
+            task_to_todo[task.id] = todo_id
+            pairs[todo_id] = task.id
+            item = item_from_task(task, {})
+            todo = todo_from_item(item, task_id=task.id, source=self._source).model_copy(update={"id": todo_id})
+            writes.append(AddTodoWrite(session_id=self._session_id, todo=todo))
+            created[todo_id] = item | {"blocked_by": ()}
+
+        items = {
+            todo_id: item_from_task(tasks[task_id], task_to_todo)
+            for todo_id, task_id in pairs.items()
+            if task_id in tasks
+        }
+        for todo_id, todo in todos.items():
+            if todo_id not in pairs:
+                item = item_from_todo(todo) | {"blocked_by": ()}
+                made = await self._folder.create(task_from_item(item, todo_id))
+                pairs[todo_id] = made.id
+                task_to_todo[made.id] = todo_id
+                tasks[made.id] = made
+                items[todo_id] = item
+                agreed[todo_id] = item
+
+        merged: dict[str, Item] = {}
+        for todo_id, task_id in pairs.items():
+            if task_id not in tasks:
+                continue  # unreadable this pass
+            claude = items[todo_id]
+            service_item = created.get(todo_id) or item_from_todo(todos[todo_id])
+            base = created.get(todo_id) or agreed.get(todo_id)
+            merged[todo_id] = merge(base, claude, service_item, prefer)
+            update = self._service_update(todo_id, service_item, merged[todo_id])
+            if update is not None:
+                writes.append(update)
+
+        refused = await self._write_service(writes, expected_revision=service.revision) if writes else set()
+        for task_id in deleted_tasks:
+            await self._folder.delete(task_id)
+        todo_to_task = {todo_id: task_id for todo_id, task_id in pairs.items() if todo_id not in refused}
+        for todo_id, item in merged.items():
+            if todo_id in refused:
+                continue  # sessiontodo refused to create it: the task stays unpaired, and is tried again
+            await self._write_task(tasks[pairs[todo_id]], items[todo_id], item, todo_id, todo_to_task)
+            agreed[todo_id] = item
+        state.agreed = agreed
+        state.pairs = {
+            todo_id: task_id
+            for todo_id, task_id in todo_to_task.items()
+            if todo_id in merged or task_id in listing.unreadable
+        }
+        save_state(self._state_path, state)
+
+    def _made_from(self, task_id: str, todos: dict[str, Todo]) -> str:
+        """The todo made from this task before the bridge could note it in the task (a crash in between)."""
+        for todo in todos.values():
+            if todo.metadata.get(SOURCE_KEY) == self._source and todo.metadata.get(TASK_ID_KEY) == task_id:
+                return todo.id
+        return ""
+
+    def _service_update(self, todo_id: str, before: Item, after: Item) -> UpdateTodoWrite | None:
+        fields = changed_fields(before, after)
+        if not fields:
+            return None
+        metadata = metadata_of(after)
+        old_blockers, new_blockers = set(before.get("blocked_by", ())), set(after.get("blocked_by", ()))
+        return UpdateTodoWrite(
+            session_id=self._session_id,
+            todo_id=todo_id,
+            content=after["content"] if "content" in fields else None,
+            description=after["description"] if "description" in fields else None,
+            active_form=after["active_form"] if "active_form" in fields else None,
+            owner=after["owner"] if "owner" in fields else None,
+            status=TodoStatus(after["status"]) if "status" in fields else None,
+            metadata={key: value for key, value in metadata.items() if f"metadata.{key}" in fields},
+            remove_metadata=[
+                field.removeprefix("metadata.")
+                for field in fields
+                if field.startswith("metadata.") and field not in after
+            ],
+            add_blocked_by=sorted(new_blockers - old_blockers),
+            remove_blocked_by=sorted(old_blockers - new_blockers),
+        )
+
+    async def _write_service(self, writes: Sequence[Write], *, expected_revision: int) -> set[str]:
+        """All of ``writes`` in one atomic batch, the first conditional on the revision the pass read (ABORTED:
+        the pass starts again). A refused batch is written again one write at a time, skipping the refused;
+        returns the ids of the todos whose creation was refused."""
+        first = writes[0].model_copy(update={"expected_revision": expected_revision})
+        try:
+            results = await self._client.batch_write([first, *writes[1:]], origin=ORIGIN)
+        except _REFUSED as batch_error:
+            log.warning("sessiontodo refused a batch (%s); writing it one write at a time", batch_error)
+            results = []
+            refused: set[str] = set()
+            for write in writes:
+                try:
+                    results += await self._client.batch_write([write], origin=ORIGIN)
+                except _REFUSED as error:
+                    log.warning("sessiontodo refused %s: %s", type(write).__name__, error)
+                    if isinstance(write, AddTodoWrite):
+                        refused.add(write.todo.id)
+            self._written_revision = max([self._written_revision, *(result.revision for result in results)])
+            return refused
+        self._written_revision = max([self._written_revision, *(result.revision for result in results)])
+        return set()
+
+    async def _write_task(self, task: Task, before: Item, after: Item, todo_id: str, task_of: dict[str, str]) -> None:
+        fields = changed_fields(before, after)
+        if TODO_ID_KEY not in task.metadata or task.metadata[TODO_ID_KEY] != todo_id:
+            top, metadata = task_changes(task, after, fields - {"blocked_by"})
+            metadata[TODO_ID_KEY] = todo_id
+        elif fields - {"blocked_by"}:
+            top, metadata = task_changes(task, after, fields - {"blocked_by"})
+        else:
+            top, metadata = {}, {}
+        if top or metadata:
+            await self._folder.update(task.id, top, metadata=metadata)
+        if "blocked_by" in fields:
+            blockers = [task_of[todo_id] for todo_id in after.get("blocked_by", ()) if todo_id in task_of]
+            await self._folder.set_blocked_by(task.id, blockers)
