@@ -1,4 +1,4 @@
-"""``sessiontodo-claude --list LIST``: mirror a Claude Code task list and a sessiontodo session until SIGTERM or SIGINT."""
+"""``sessiontodo-claude --list LIST``: mirror a Claude Code task list and a session until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
