@@ -46,10 +46,10 @@ from etcd import EtcdProcess
 from replicas import _redis
 from report import Row
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_server.domain.batch import Create
-from sessiontodo_server.domain.batch import Write as BatchedWrite
+from sessiontodo_server.domain.batch import Batch, Create, WriteContext
+from sessiontodo_server.domain.batch import Write as TodoWrite
 from sessiontodo_server.domain.mutations import ReplaceTodos
-from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.redis import RedisStore
 
@@ -60,7 +60,7 @@ BATCH = 50
 """Single-todo writes per ``write_batch`` (figure 15's batch)."""
 
 Store = EtcdStore | RedisStore
-Write = Callable[[int], Awaitable[object]]
+Writer = Callable[[int], Awaitable[object]]
 """Makes write number ``n`` (of one writer's key or session)."""
 
 
@@ -75,7 +75,7 @@ def _put_value(n: int) -> bytes:
     ).SerializeToString()
 
 
-def _raw_writer(channel: grpc.aio.Channel, key: bytes) -> Write:
+def _raw_writer(channel: grpc.aio.Channel, key: bytes) -> Writer:
     put = etcd.put(channel)
 
     async def write(n: int) -> object:
@@ -84,29 +84,21 @@ def _raw_writer(channel: grpc.aio.Channel, key: bytes) -> Write:
     return write
 
 
-def _store_writer(store: Store, session_id: str, todos: int = 10) -> Write:
+def _store_writer(store: Store, session_id: str, todos: int = 10) -> Writer:
     async def write(n: int) -> object:
         return await store.write(
-            session_id,
-            ReplaceTodos(_todos(n, todos)),
-            expected_revision=None,
-            request_id="",
-            origin="bench",
-            now=time.time(),
-            limits=LIMITS,
+            TodoWrite(session_id, ReplaceTodos(_todos(n, todos))), WriteContext("", "bench", time.time(), LIMITS)
         )
 
     return write
 
 
-def _batch_writer(store: Store, session_ids: Sequence[str]) -> Write:
+def _batch_writer(store: Store, session_ids: Sequence[str]) -> Writer:
     """One ``write_batch`` of a single-todo ReplaceTodos to each of ``session_ids``."""
 
     async def write(n: int) -> object:
-        writes = [BatchedWrite(session_id, ReplaceTodos(_todos(n, 1))) for session_id in session_ids]
-        return await store.write_batch(
-            writes, request_id="", fingerprint="", origin="bench", now=time.time(), limits=LIMITS
-        )
+        writes = [TodoWrite(session_id, ReplaceTodos(_todos(n, 1))) for session_id in session_ids]
+        return await store.write_batch(Batch(writes, ""), WriteContext("", "bench", time.time(), LIMITS))
 
     return write
 
@@ -115,7 +107,7 @@ def _batch_sessions(writer: int) -> list[str]:
     return [f"b{writer}-{k}" for k in range(BATCH)]
 
 
-async def _cpu_per_write(write: Write, writes: int, per_call: int = 1) -> float:
+async def _cpu_per_write(write: Writer, writes: int, per_call: int = 1) -> float:
     """Microseconds of this process's CPU per write, ``writes`` made one call after another
     (``per_call`` writes a call)."""
     calls = max(writes // per_call, 1)
@@ -126,14 +118,14 @@ async def _cpu_per_write(write: Write, writes: int, per_call: int = 1) -> float:
 
 
 async def _throughput(
-    writers: Sequence[Write], seconds: float, members: Sequence[EtcdProcess], per_call: int = 1
+    writers: Sequence[Writer], seconds: float, members: Sequence[EtcdProcess], per_call: int = 1
 ) -> tuple[float, float]:
     """(writes/s of ``writers`` at once, ``per_call`` writes a call; etcd members' CPU µs per
     write) over ``seconds``."""
     done = 0
     stop_at = time.monotonic() + seconds
 
-    async def run(write: Write) -> None:
+    async def run(write: Writer) -> None:
         nonlocal done
         n = 0
         while time.monotonic() < stop_at:
@@ -233,9 +225,7 @@ async def measure_etcd_store(
                     await stores[name].create_session(f"w{n}", SessionInfo(), 100_000, "bench")
             for n in range(writers):  # one Txn each
                 creates = [Create(session_id, SessionInfo()) for session_id in _batch_sessions(n)]
-                await stores["etcd"].write_batch(
-                    creates, request_id="", fingerprint="", origin="bench", now=time.time(), limits=LIMITS
-                )
+                await stores["etcd"].write_batch(Batch(creates, ""), WriteContext("", "bench", time.time(), LIMITS))
             sequential = {
                 "raw": _raw_writer(channel, b"raw/sequential"),
                 "etcd": _store_writer(stores["etcd"], "w0"),

@@ -34,8 +34,9 @@ from replicas import _redis, _replica
 from report import Row
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
-from sessiontodo_server.domain.todos import Change, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.redis import RedisStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,15 +104,7 @@ async def measure_store_against_floor(
             await store.create_session("bench", SessionInfo(), 10, "bench")
 
             async def store_write(mutation: ReplaceTodos) -> object:
-                return await store.write(
-                    "bench",
-                    mutation,
-                    expected_revision=None,
-                    request_id="",
-                    origin="bench",
-                    now=time.time(),
-                    limits=LIMITS,
-                )
+                return await store.write(Write("bench", mutation), WriteContext("", "bench", time.time(), LIMITS))
 
             lists = _lists(writes)
             mutations = [_todos(fields) for fields in lists]
@@ -192,13 +185,7 @@ async def _contention_failures(first: RedisStore, second: RedisStore, writers: i
         for k in range(5):
             todo = Todo(f"w{n}-{k}", f"writer {n} #{k}")
             await store.write(
-                "contended",
-                AddTodo(todo, None, True),
-                expected_revision=None,
-                request_id="",
-                origin="bench",
-                now=time.time(),
-                limits=LIMITS,
+                Write("contended", AddTodo(todo, None, True)), WriteContext("", "bench", time.time(), LIMITS)
             )
 
     outcomes = await asyncio.gather(*(add((first, second)[n % 2], n) for n in range(writers)), return_exceptions=True)

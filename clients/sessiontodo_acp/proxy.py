@@ -153,7 +153,7 @@ class AcpPlanProxy:
         policy = self._settings.retry_policy()
         # The plan sync's jobs retry (one policy per job); the client itself must not retry under them.
         self._todos = TodoClient.connect(
-            self._settings.address,
+            self._settings.sessiontodo_address,
             retry=dataclasses.replace(policy, attempts=1),
             security=self._settings.channel_security(),
         )
@@ -162,7 +162,7 @@ class AcpPlanProxy:
         for from_agent, message in backlog:  # synchronously: nothing can slip in between
             self._observe(plan_sync, from_agent, message)
         self._plan_sync = plan_sync
-        log.info("plans go to sessiontodo at %s", self._settings.address)
+        log.info("plans go to sessiontodo at %s", self._settings.sessiontodo_address)
 
     async def _stop_plan_sync(self, starting: asyncio.Task[None]) -> None:
         starting.cancel()

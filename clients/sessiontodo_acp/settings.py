@@ -6,29 +6,33 @@ Importing it loads gRPC (through the typed client): it is imported once the agen
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sessiontodo_client.retry import RetryPolicy
-from sessiontodo_client.security import ServiceSecurity
+from sessiontodo_client.security import CONNECTION_GROUP, ServiceConnection
 from sessiontodo_common.command_line import parse_settings
 
 PROG = "sessiontodo-acp-proxy"
 
 HELP_GROUPS = {
-    "connection to sessiontodo": ["address", *ServiceSecurity.model_fields],
+    **CONNECTION_GROUP,
     "retries of sessiontodo writes": ["retry_initial", "retry_max", "retry_attempts", "retry_deadline"],
     "the agent and its sessions": ["agent_exit_timeout", "drain_timeout", "idle_ttl", "max_line_bytes"],
 }
 EXAMPLES = (
     "sessiontodo-acp-proxy -- npx @zed-industries/claude-agent-acp",
-    "SESSIONTODO_ACP_ADDRESS=127.0.0.1:50052 sessiontodo-acp-proxy -- opencode acp",
+    "sessiontodo-acp-proxy --sessiontodo-address 127.0.0.1:50052 -- opencode acp",
 )
+OLD_ENV_ADDRESS = "SESSIONTODO_ACP_ADDRESS"
+"""The address's environment variable before 0.4 (editors' configurations name it): still read, after the new one."""
 
 
-class ProxySettings(BaseSettings, ServiceSecurity):
+class ProxySettings(BaseSettings, ServiceConnection):
     """Run an ACP agent behind a transparent stdio proxy that keeps its plans in sessiontodo.
 
     The editor starts the proxy as its agent; the agent command follows --. Every knob is a flag or
@@ -40,12 +44,6 @@ class ProxySettings(BaseSettings, ServiceSecurity):
         env_prefix="SESSIONTODO_ACP_", cli_kebab_case=True, cli_prog_name="sessiontodo-acp-proxy"
     )
 
-    # --address, not the gateways' --sessiontodo-address: the flag editors' configurations already name.
-    address: str = Field(
-        "127.0.0.1:50051",
-        json_schema_extra={"metavar": "HOST:PORT"},
-        description="host:port of the sessiontodo gRPC server.",
-    )
     log_level: str = Field("INFO", description="Python logging level; logs go to stderr, never stdout.")
     agent_exit_timeout: float = Field(
         5.0, ge=0, description="Seconds the agent gets to exit after the editor closes the proxy's input."
@@ -69,12 +67,26 @@ class ProxySettings(BaseSettings, ServiceSecurity):
         description="Largest message forwarded, in bytes; a longer one is refused with a JSON-RPC error.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_address_variable(cls, data: Any) -> Any:
+        """``SESSIONTODO_ACP_ADDRESS`` where neither the flag nor the new variable gives the address."""
+        if isinstance(data, dict) and "sessiontodo_address" not in data and OLD_ENV_ADDRESS in os.environ:
+            return {**data, "sessiontodo_address": os.environ[OLD_ENV_ADDRESS]}
+        return data
+
     @classmethod
     def from_flags(cls, flags: Sequence[str]) -> ProxySettings:
         """Settings from the proxy's own flags (everything before ``--``), the environment and defaults;
         ``--help`` prints the help and a wrong flag or value one line, and both exit (0 and 2)."""
         return parse_settings(
-            cls, flags, prog=PROG, usage="[options] -- AGENT COMMAND...", groups=HELP_GROUPS, examples=EXAMPLES
+            cls,
+            flags,
+            prog=PROG,
+            usage="[options] -- AGENT COMMAND...",
+            groups=HELP_GROUPS,
+            examples=EXAMPLES,
+            flag_aliases={"sessiontodo_address": ["--address"]},  # the proxy's flag before 0.4
         )
 
     def session_idle_ttl(self) -> float | None:

@@ -60,6 +60,7 @@ from sessiontodo_client.models import (
 from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
 from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
 from sessiontodo_client.security import ChannelSecurity
+from sessiontodo_client.target import service_target
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,8 @@ class TodoClient:
         *,
         security: ChannelSecurity = ChannelSecurity(),
     ) -> TodoClient:
-        """A client on a new channel to ``target`` (``host:port``), pinging idle connections; TLS,
-        client certificate and bearer token as ``security`` says (default: plaintext, anonymous).
+        """A client on a new channel to ``target`` (``host:port``; a host alone: port 50051), pinging idle
+        connections; TLS, client certificate and bearer token as ``security`` says (default: plaintext, anonymous).
         Raises ``ValueError`` for a token in plaintext to anything but a loopback address.
 
         The channel reconnects with the retry policy's backoff: gRPC's default grows to 120 s,
@@ -109,6 +110,7 @@ class TodoClient:
             ("grpc.min_reconnect_backoff_ms", int(retry.initial * 1000)),
             ("grpc.max_reconnect_backoff_ms", int(retry.maximum * 1000)),
         ]
+        target = service_target(target)
         credentials = security.credentials(target)
         if credentials is None:
             channel = grpc.aio.insecure_channel(target, options=options)

@@ -2,8 +2,8 @@
 
 ``ChannelSecurity`` holds the material; ``ServiceConnection`` is the settings block every gateway
 shares (flags and environment: ``--sessiontodo-address``, and ``ServiceSecurity``'s ``--tls``,
-``--ca-file``, ``--client-cert``, ``--client-key``, ``--token``, ``--token-file``, which the ACP
-proxy takes beside its own ``--address``), shown in ``--help`` under ``CONNECTION_GROUP``. A
+``--ca-file``, ``--client-cert``, ``--client-key``, ``--token``, ``--token-file``), shown in
+``--help`` under ``CONNECTION_GROUP``. A
 token travels only over TLS or to a loopback address (``localhost``, 127.0.0.0/8, ``[::1]``):
 anything else is refused before a channel exists, so a token never crosses a network in clear text.
 ``host_allowed`` and ``origin_allowed`` are the other side: the checks the HTTP gateways (OpenCode
@@ -20,8 +20,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import grpc
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
+from sessiontodo_client.target import check_host_exists, service_target
 from sessiontodo_common.addresses import is_loopback_host
 
 
@@ -137,8 +138,16 @@ class ServiceConnection(ServiceSecurity):
     sessiontodo_address: str = Field(
         default="127.0.0.1:50051",
         json_schema_extra={"metavar": "HOST:PORT"},
-        description="host:port of the sessiontodo gRPC server.",
+        description="host:port of the sessiontodo gRPC server (a host alone: port 50051).",
     )
+
+    @field_validator("sessiontodo_address")
+    @classmethod
+    def _a_service_target(cls, address: str) -> str:
+        """A typo (no host:port, a host that does not exist) is refused at start, not retried for seconds."""
+        target = service_target(address)
+        check_host_exists(target)
+        return target
 
 
 CONNECTION_GROUP = {"connection to sessiontodo": ["sessiontodo_address", *ServiceSecurity.model_fields]}

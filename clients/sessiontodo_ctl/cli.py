@@ -37,6 +37,7 @@ from sessiontodo_client import (
     WatchEvent,
 )
 from sessiontodo_client.security import ChannelSecurity
+from sessiontodo_client.target import check_host_exists, service_target
 from sessiontodo_ctl import render
 from sessiontodo_ctl.calls import TodoCalls, open_channel
 from sessiontodo_ctl.render import Output
@@ -145,11 +146,12 @@ def options(
     address: Annotated[
         str,
         typer.Option(
+            "--sessiontodo-address",
             "--address",
             "-a",
             envvar="SESSIONTODO_ADDRESS",
             metavar="HOST:PORT",
-            help="The server.",
+            help="The server (a host alone: port 50051); --address is the older spelling.",
             rich_help_panel=CONNECTION,
         ),
     ] = "127.0.0.1:50051",
@@ -231,6 +233,8 @@ def options(
     channel = state.channel
     if channel is None:
         try:
+            address = service_target(address)
+            check_host_exists(address)
             secret = SecretStr(token) if token is not None else None
             security = ChannelSecurity.from_files(
                 tls=tls,

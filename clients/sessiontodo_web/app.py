@@ -30,7 +30,7 @@ from sessiontodo_client import PermissionDenied, ServiceError, Unauthenticated
 from sessiontodo_opencode.app import SSE_HEADERS, BodyTooLarge, error_response, read_body, service_error_response
 from sessiontodo_opencode.app import validation_message as describe_invalid_body
 from sessiontodo_opencode.models import ErrorData
-from sessiontodo_web.auth import SignIn, Viewers
+from sessiontodo_web.auth import SignIn, SignInThrottle, Viewers, retry_after_header
 from sessiontodo_web.board import Board
 from sessiontodo_web.edits import BadOrder, Conflict, Editor, UnknownSession
 from sessiontodo_web.models import (
@@ -216,6 +216,7 @@ class BoardRoutes:
         self._heartbeat_interval = heartbeat_interval
         self._max_body_bytes = max_body_bytes
         self._login_page = Template((STATIC / "login.html").read_text())
+        self._throttle = SignInThrottle()
 
     def routes(self) -> list[Route | Mount]:
         return [
@@ -242,10 +243,16 @@ class BoardRoutes:
     async def login_page(self, request: Request) -> Response:
         if self._viewers.read(request.cookies.get(self._viewers.cookie_name)) is not None:
             return RedirectResponse("/", status_code=303)
-        return self._sign_in_page(failed=False)
+        return self._sign_in_page(status_code=200)
 
     async def sign_in(self, request: Request) -> Response:
         form = parse_qs((await read_body(request, SIGN_IN_BODY_BYTES)).decode("utf-8", "replace"))
+        client = request.client.host if request.client else "?"
+        if wait := self._throttle.wait(client):  # the secrets are not even checked
+            log.warning("refused a sign-in from %s: too many failed sign-ins, %.1f s to wait", client, wait)
+            response = self._sign_in_page(status_code=429)
+            response.headers["retry-after"] = retry_after_header(wait)
+            return response
         token = form.get("token", [""])[0]
         username, password = form.get("username", [""])[0], form.get("password", [""])[0]
         accepted = (
@@ -254,8 +261,10 @@ class BoardRoutes:
             or self._viewers.accepts_basic(request.headers.get("authorization", ""))
         )
         if not accepted:
-            log.warning("refused a sign-in from %s", request.client.host if request.client else "?")
-            return self._sign_in_page(failed=True)
+            self._throttle.failed(client)
+            log.warning("refused a sign-in from %s", client)
+            return self._sign_in_page(status_code=401)
+        self._throttle.succeeded(client)
         response = RedirectResponse("/", status_code=303)
         response.headers["set-cookie"] = self._viewers.set_cookie(self._viewers.issue())
         return response
@@ -263,12 +272,14 @@ class BoardRoutes:
     async def sign_out(self, request: Request) -> Response:
         return Response(status_code=204, headers={"set-cookie": self._viewers.clear_cookie()})
 
-    def _sign_in_page(self, *, failed: bool) -> Response:
+    def _sign_in_page(self, *, status_code: int) -> Response:
+        """The sign-in page: 200 as asked for, 401 after a refused sign-in, 429 to a client that must wait."""
         page = self._login_page.substitute(
-            error_hidden="" if failed else " hidden",
+            error_hidden="" if status_code == 401 else " hidden",
+            throttled_hidden="" if status_code == 429 else " hidden",
             basic_hidden="" if self._viewers.basic_auth else " hidden",
         )
-        return HTMLResponse(page, status_code=401 if failed else 200)
+        return HTMLResponse(page, status_code=status_code)
 
     # Reading
 

@@ -6,6 +6,9 @@
 - The cookie is signed, not stored: ``v1.<expires>.<nonce>.<mac>``, an HMAC-SHA256 under a key
   derived from the sign-in secrets. It outlives a restart of the board (open pages reconnect
   without signing in again) and changing a secret signs everybody out.
+- Failed sign-ins slow guessing down (``SignInThrottle``): a client that failed a few times in a
+  row waits longer and longer before its next try, and all clients together fail at most about
+  once a second; a waiting try is answered 429 without its secret being checked.
 - Writes carry ``X-CSRF-Token``, an HMAC of the cookie's nonce that only the board's own pages can
   read (``GET /api/me``): a request forged by another site cannot, on top of SameSite and the
   Origin check.
@@ -17,8 +20,10 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -121,3 +126,71 @@ class Viewers:
     def _mac(self, message: str) -> str:
         digest = hmac.new(self._key, message.encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+FREE_FAILURES = 5
+"""Failed sign-ins in a row a client may make before it has to wait."""
+MAX_CLIENT_WAIT = 60.0
+"""Seconds a client waits at most between tries: the wait doubles from 1 s with each further failure."""
+GLOBAL_FAILURES_PER_SECOND = 1.0
+"""Failed sign-ins of all clients together, sustained; past the burst, every client waits its turn."""
+GLOBAL_FAILURE_BURST = 60
+"""Failed sign-ins all clients together may make at once before the global rate holds."""
+MAX_TRACKED_CLIENTS = 10_000
+"""Clients whose failures are remembered; the longest-quiet one is forgotten first (the global rate still holds)."""
+
+
+@dataclass
+class _Failures:
+    count: int
+    next_try: float
+
+
+class SignInThrottle:
+    """Back-off on failed sign-ins, per client and across all clients.
+
+    A client (its address) may fail ``FREE_FAILURES`` times in a row; after that each failure makes
+    it wait twice as long as the last one (1 s, 2 s, … up to ``MAX_CLIENT_WAIT``) until it signs in.
+    All clients together may fail ``GLOBAL_FAILURE_BURST`` times at once and then one failure per
+    ``1 / GLOBAL_FAILURES_PER_SECOND`` seconds (a token bucket), so many addresses guess no faster
+    than one. Memory is bounded: at most ``MAX_TRACKED_CLIENTS`` clients are remembered.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._clients: OrderedDict[str, _Failures] = OrderedDict()
+        self._tokens = float(GLOBAL_FAILURE_BURST)
+        self._refilled = clock()
+
+    def wait(self, client: str) -> float:
+        """Seconds ``client`` must wait before its sign-in is checked; 0 when it may try now."""
+        now = self._clock()
+        self._refill(now)
+        global_wait = 0.0 if self._tokens >= 1 else (1 - self._tokens) / GLOBAL_FAILURES_PER_SECOND
+        failures = self._clients.get(client)
+        client_wait = max(0.0, failures.next_try - now) if failures is not None else 0.0
+        return max(global_wait, client_wait)
+
+    def failed(self, client: str) -> None:
+        now = self._clock()
+        self._refill(now)
+        self._tokens -= 1
+        failures = self._clients.pop(client, None) or _Failures(0, now)
+        failures.count += 1
+        if failures.count > FREE_FAILURES:
+            failures.next_try = now + min(MAX_CLIENT_WAIT, 2.0 ** (failures.count - FREE_FAILURES - 1))
+        self._clients[client] = failures  # the most recent last: the oldest is forgotten first
+        while len(self._clients) > MAX_TRACKED_CLIENTS:
+            self._clients.popitem(last=False)
+
+    def succeeded(self, client: str) -> None:
+        self._clients.pop(client, None)
+
+    def _refill(self, now: float) -> None:
+        elapsed, self._refilled = now - self._refilled, now
+        self._tokens = min(float(GLOBAL_FAILURE_BURST), self._tokens + elapsed * GLOBAL_FAILURES_PER_SECOND)
+
+
+def retry_after_header(wait: float) -> str:
+    """A ``Retry-After`` value: whole seconds, rounded up, at least 1."""
+    return str(max(1, math.ceil(wait)))

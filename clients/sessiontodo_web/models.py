@@ -121,20 +121,25 @@ class Me(BaseModel):
     csrf_token: str
 
 
-# Edit bodies: unknown fields are refused, so a misspelt field is an error rather than a silent no-op.
+# Edit bodies: unknown fields are refused, so a misspelt field is an error rather than a silent no-op,
+# and numbers are bounded by their protobuf types (uint64 revisions, int32 indexes), so an
+# out-of-range one is a 400 rather than a failure to encode the request.
+
+MAX_REVISION = 2**64 - 1
+MIN_INDEX, MAX_INDEX = -(2**31), 2**31 - 1
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    expected_revision: int = Field(ge=0, description="The revision of the list the viewer saw.")
+    expected_revision: int = Field(ge=0, le=MAX_REVISION, description="The revision of the list the viewer saw.")
 
 
 class AddTodoBody(_Body):
     content: str
     status: TodoStatus = TodoStatus.PENDING
     priority: TodoPriority = TodoPriority.MEDIUM
-    index: int | None = None
+    index: int | None = Field(None, ge=MIN_INDEX, le=MAX_INDEX)
 
 
 class UpdateTodoBody(_Body):

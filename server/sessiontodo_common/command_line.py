@@ -111,13 +111,15 @@ def parse_settings(
     usage: str = "[options]",
     groups: Mapping[str, Sequence[str]] = {},
     examples: Sequence[str] = (),
+    flag_aliases: Mapping[str, Sequence[str]] = {},
 ) -> S:
     """Settings from ``args``, the environment and the defaults. ``--help`` prints the help and exits 0;
     a flag or value that cannot be used is one line on stderr (``fail``) and exit 2.
 
     ``usage`` follows the program's name in the usage line; ``groups`` names the help's option
     groups (title: field names, in the order shown; the rest go under "options"); ``examples`` end
-    the help.
+    the help; ``flag_aliases`` gives a field older spellings still accepted (``{"sessiontodo_address":
+    ["--address"]}``), shown beside its flag.
     """
     fields = settings_cls.model_fields
     env_prefix = settings_cls.model_config.get("env_prefix", "")
@@ -134,6 +136,7 @@ def parse_settings(
 
     def add_argument(target: argparse.ArgumentParser, *names: str, **kwargs: Any) -> Any:
         field = kwargs.get("dest", "")
+        names = (*names, *flag_aliases.get(field, ()))
         if field in fields:
             shown = str(kwargs.get("help", "")).replace(" (default: null)", "")
             default = fields[field].default
@@ -183,7 +186,7 @@ def _validation_line(invalid: ValidationError, settings_cls: type[BaseSettings])
     where = f"{_flag(name)} (or {prefix}{name.upper()})"
     value = problem.get("input")
     shown = f" {value!r}" if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
-    return f"{where}{shown}: {problem['msg']}"
+    return f"{where}{shown}: {str(problem['msg']).removeprefix('Value error, ')}"
 
 
 def log_to_stderr(level: str) -> None:

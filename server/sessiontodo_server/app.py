@@ -14,9 +14,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import grpc
 from google.protobuf import descriptor, descriptor_pool
@@ -24,6 +22,7 @@ from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from sessiontodo_server import fd_limits
+from sessiontodo_server.api import request_guard
 from sessiontodo_server.api.auth import ANONYMOUS_HEALTH_WATCHES, AuthFileError, AuthInterceptor
 from sessiontodo_server.api.service_name import SERVICE_NAME
 from sessiontodo_server.api.servicer import (
@@ -34,15 +33,13 @@ from sessiontodo_server.api.servicer import (
 )
 from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
 from sessiontodo_server.domain.book import TodoBook
-from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.domain.store import TodoStore
 from sessiontodo_server.domain.streams import TodoStreams
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.observability.interceptor import ObservingInterceptor
 from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics, count_sessions, serve_metrics
-from sessiontodo_server.settings import Settings, redact_url
-from sessiontodo_server.stores.memory import MemoryStore
-from sessiontodo_server.stores.sqlite import Durability, open_sqlite_store
+from sessiontodo_server.settings import Settings
+from sessiontodo_server.stores.by_url import open_store
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider  # the `tracing` extra
@@ -55,52 +52,12 @@ class StartupError(Exception):
     """The server must not start with these settings; the message says why in one line."""
 
 
-def open_store(
-    url: str,
-    history_limit: int,
-    feed_history: int = 4096,
-    budget: MemoryBudget = DEFAULT_MEMORY_BUDGET,
-    *,
-    durability: Durability = "process",
-    redis_wait_replicas: int = 0,
-) -> TodoStore:
-    """A store for a URL: ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
-    ``redis[s]://[:password@]host:port/db[?prefix=name:]`` for several replicas sharing one Redis, or
-    ``etcd[s]://host:2379,host:2379,host:2379/prefix`` for several replicas on an etcd cluster.
-    ``durability`` is the sqlite store's (see ``stores/sqlite.py``), ``redis_wait_replicas`` the Redis store's."""
-    scheme = urlsplit(url).scheme
-    if durability != "process" and scheme != "sqlite":
-        raise ValueError(f"--durability {durability} applies to the sqlite store, not {scheme}://")
-    if redis_wait_replicas and scheme not in ("redis", "rediss"):
-        raise ValueError(f"--redis-wait-replicas applies to the Redis store, not {scheme}://")
-    if scheme == "memory":
-        return MemoryStore(history_limit, feed_history=feed_history, budget=budget)
-    if scheme == "sqlite":
-        path = url.removeprefix("sqlite:///")
-        if not path or path == url:
-            raise ValueError(
-                f"sqlite store URL needs a path: sqlite:///relative.db or sqlite:////absolute.db, not {url!r}"
-            )
-        return open_sqlite_store(Path(path), history_limit, feed_history, budget, durability)
-    if scheme in ("redis", "rediss"):
-        from sessiontodo_server.stores.redis import RedisStore  # redis-py comes with the `redis` extra
-
-        return RedisStore(url, history_limit, feed_history, redis_wait_replicas)
-    if scheme in ("etcd", "etcds"):
-        from sessiontodo_server.stores.etcd import EtcdStore
-
-        return EtcdStore(url, history_limit, feed_history, budget)
-    raise ValueError(
-        f"unsupported store URL {redact_url(url)!r}: use memory://, sqlite:///path.db, redis://host:port/db"
-        " or etcd://host:2379,…/prefix"
-    )
-
-
 def _server_options(settings: Settings, max_connections: int) -> list[tuple[str, int]]:
     options = [
         ("grpc.so_reuseport", int(settings.reuse_port)),
         ("grpc.max_concurrent_streams", settings.max_streams_per_connection),
         ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.max_receive_message_length", request_guard.GRPC_RECEIVE_LIMIT),
         ("grpc.server_handshake_timeout_ms", _ms(settings.request_timeout)),
         (
             "grpc.max_connection_idle_ms",
@@ -290,8 +247,8 @@ async def start_server(
         else open_store(
             settings.store,
             settings.history_limit,
-            settings.feed_history,
-            settings.budget(),
+            feed_history=settings.feed_history,
+            budget=settings.budget(),
             durability=settings.durability,
             redis_wait_replicas=settings.redis_wait_replicas,
         )

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessiontodo_common.addresses import is_loopback_host
+from sessiontodo_common.addresses import is_loopback_host, redact_url
 from sessiontodo_server.domain.budget import DEFAULT_BUDGET, MemoryBudget
-from sessiontodo_server.domain.todos import MAX_IDLE_TTL, Limits
+from sessiontodo_server.domain.todos import MAX_IDLE_TTL
+from sessiontodo_server.domain.values import Limits
 
 DEFAULT_STORE = "sqlite:///data/sessiontodo.db"
 
@@ -198,18 +199,6 @@ class Settings(BaseSettings):
 
     def budget(self) -> MemoryBudget:
         return MemoryBudget(self.memory_budget, self.memory_per_tenant)
-
-
-def redact_url(url: str) -> str:
-    """A store URL fit for logs: the password in the authority and every ``*password*`` query value masked."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        credentials, _, host = netloc.rpartition("@")
-        user, colon, _ = credentials.partition(":")
-        netloc = f"{user}{colon and ':***'}@{host}"
-    query = [(key, "***" if "password" in key.lower() else value) for key, value in parse_qsl(parts.query)]
-    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
 
 
 HELP_GROUPS = {

@@ -15,7 +15,7 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ChangeKind, FeedEvent, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.todos import TodoDraft
+from sessiontodo_server.domain.values import TodoDraft
 from tests.support import ServerProcess
 
 Kind = pb.ChangeKind
@@ -170,6 +170,24 @@ async def test_a_cursor_that_cannot_be_bridged_gets_a_reset_and_a_fresh_snapshot
         bookmark = await read(resumed)
         assert bookmark.kind == Kind.CHANGE_KIND_PROGRESS
         assert bookmark.cursor
+        resumed.cancel()
+
+
+async def test_a_cursor_of_another_store_is_reset_even_at_a_position_within_this_feeds_history(
+    stub: pb_grpc.TodoServiceStub,
+) -> None:
+    call, _ = await open_feed(stub)
+    await churn(stub, "s")
+    messages = await read_changes(call, len(LIFE))
+    call.cancel()
+    first, last = position(messages[0].cursor), position(messages[-1].cursor)
+
+    for inside in (first, last):  # one this feed could bridge, one it is at
+        resumed = stub.WatchChanges(pb.WatchChangesRequest(after_cursor=f"another-store.{inside}"))
+        reset = await read(resumed)
+        assert (reset.kind, reset.session_id, reset.cursor) == (Kind.CHANGE_KIND_RESET, "", "")
+        snapshot = await read(resumed)
+        assert (snapshot.kind, snapshot.session_id) == (Kind.CHANGE_KIND_SNAPSHOT, GLOBAL)
         resumed.cancel()
 
 

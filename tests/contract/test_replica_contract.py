@@ -8,10 +8,11 @@ import asyncio
 
 import pytest
 
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.errors import LimitExceeded, RevisionMismatch, SessionNotFound, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, Written
-from sessiontodo_server.domain.todos import RemovalReason, SessionInfo, Todo
+from sessiontodo_server.domain.values import RemovalReason, SessionInfo, Todo
 from tests.contract.conftest import SharedBackend
 from tests.support import eventually
 from tests.support.replicas import (
@@ -112,12 +113,10 @@ async def test_a_request_id_recorded_through_one_replica_is_honoured_through_ano
     first, second = await open_replica(), await open_replica()
     await create(first, "s")
     add = AddTodo(Todo("t", "once"), None, False)
-    original = await first.write("s", add, expected_revision=None, request_id="req", origin="", now=1.0, limits=LIMITS)
+    original = await first.write(Write("s", add), WriteContext("req", "", 1.0, LIMITS))
     await replace(second, "s", "moved on")  # what the first replica may have cached is stale now
-    retried = await first.write("s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS)
-    elsewhere = await second.write(
-        "s", add, expected_revision=None, request_id="req", origin="", now=2.0, limits=LIMITS
-    )
+    retried = await first.write(Write("s", add), WriteContext("req", "", 2.0, LIMITS))
+    elsewhere = await second.write(Write("s", add), WriteContext("req", "", 2.0, LIMITS))
     assert retried.change is None
     assert retried.result == original.result
     assert elsewhere.change is None
@@ -164,7 +163,7 @@ async def test_a_session_written_after_it_came_due_is_not_removed(open_replica: 
     await reaper.create_session("s", SessionInfo("", {}, 100.0, 100.0, 10.0), 10, "")
     assert await reaper.expired(111.0) == ["s"]
     renewal = ReplaceTodos((Todo("t", "busy"),))
-    await writer.write("s", renewal, expected_revision=None, request_id="", origin="", now=110.5, limits=LIMITS)
+    await writer.write(Write("s", renewal), WriteContext("", "", 110.5, LIMITS))
     assert await reaper.remove_session("s", RemovalReason.EXPIRED) == []
     assert await reaper.get("s") is not None
     assert await reaper.expired(119.0) == []

@@ -1,7 +1,7 @@
 """AddTodo request ids: a retry gets the first result, a reused id asking for something else is
-FAILED_PRECONDITION, ids are per session (through a server on every store: ``store_url``), and they
-are remembered for at least an hour and 10,000 writes of their session (also across a restart of
-the sqlite store)."""
+FAILED_PRECONDITION (a BatchWrite's id too, reused from another origin), ids are per session
+(through a server on every store: ``store_url``), and they are remembered for at least an hour
+and 10,000 writes of their session (also across a restart of the sqlite store)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from sessiontodo_client import FailedPrecondition, Todo, TodoClient
+from sessiontodo_client import AddTodoWrite, CreateSessionWrite, FailedPrecondition, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import (
     REQUEST_RETENTION_SECONDS,
@@ -22,8 +23,8 @@ from sessiontodo_server.domain.store import (
     TodoStore,
     Written,
 )
-from sessiontodo_server.domain.todos import Limits, SessionInfo
-from sessiontodo_server.domain.todos import Todo as DomainTodo
+from sessiontodo_server.domain.values import Limits, SessionInfo
+from sessiontodo_server.domain.values import Todo as DomainTodo
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import SqliteJournal
 from tests.support import ManualClock
@@ -72,6 +73,23 @@ async def test_a_reused_request_id_with_another_origin_or_expected_revision_is_f
     assert [t.content for t in todos] == ["once"]
 
 
+async def test_a_batch_request_id_reused_with_another_origin_is_failed_precondition(
+    start: Callable[..., Any], store_url: str
+) -> None:
+    server: RunningServer = await start(store=store_url)
+    writes: list[CreateSessionWrite | AddTodoWrite] = [
+        CreateSessionWrite(session_id="s"),
+        AddTodoWrite(session_id="s", todo=Todo(id="t", content="once")),
+    ]
+    async with TodoClient.connect(server.address) as client:
+        await client.batch_write(writes, request_id="b-1", origin="gateway")
+        with pytest.raises(FailedPrecondition) as raised:
+            await client.batch_write(writes, request_id="b-1", origin="another-gateway")
+        todos = (await client.get_todos("s")).todos
+    assert raised.value.reason == "REQUEST_ID_REUSED"
+    assert [t.content for t in todos] == ["once"]
+
+
 async def test_request_ids_are_per_session(start: Callable[..., Any], store_url: str) -> None:
     server: RunningServer = await start(store=store_url)
     async with TodoClient.connect(server.address) as client:
@@ -85,9 +103,7 @@ async def _add(store: TodoStore, request_id: str) -> Written:
     """An AddTodo with ``request_id``; every call asks for the same (a retry), with a fresh todo id."""
     todo = DomainTodo(f"t{next(_serial)}", "added")
     add = AddTodo(todo, 0, False, "fingerprint")
-    return await store.write(
-        "s", add, expected_revision=None, request_id=request_id, origin="", now=0.0, limits=Limits()
-    )
+    return await store.write(Write("s", add), WriteContext(request_id, "", 0.0, Limits()))
 
 
 _serial = itertools.count()
@@ -110,9 +126,7 @@ async def _remembered(store: TodoStore, request_id: str) -> AddResult | None:
 async def _write(store: TodoStore, count: int) -> None:
     for _ in range(count):
         mutation = ReplaceTodos((DomainTodo(f"w{next(_serial)}", "written"),))
-        written = await store.write(
-            "s", mutation, expected_revision=None, request_id="", origin="", now=0.0, limits=Limits()
-        )
+        written = await store.write(Write("s", mutation), WriteContext("", "", 0.0, Limits()))
         assert written.change is not None
 
 

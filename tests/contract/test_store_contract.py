@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Create, Operation, Outcome, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import (
     BatchRequestIdReused,
     InvalidArgument,
@@ -21,7 +21,7 @@ from sessiontodo_server.domain.errors import (
 )
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -102,13 +102,7 @@ async def _write(
     limits: Limits = LIMITS,
 ) -> Written:
     return await store.write(
-        session_id,
-        mutation,
-        expected_revision=expected_revision,
-        request_id=request_id,
-        origin="test",
-        now=now,
-        limits=limits,
+        Write(session_id, mutation, expected_revision), WriteContext(request_id, "test", now, limits)
     )
 
 
@@ -212,6 +206,19 @@ async def test_a_write_with_a_stale_expected_revision_is_refused_and_changes_not
     assert state is not None
     assert state.revision == change.revision
     assert state.todos == _todos("a")
+
+
+async def test_a_write_expecting_a_revision_ahead_of_the_sessions_is_refused_and_changes_nothing(
+    store: TodoStore,
+) -> None:
+    await _create(store, "s")
+    change = await _commit(store, "s", "a")
+    with pytest.raises(RevisionMismatch) as refused:
+        await _write(store, "s", ReplaceTodos(_todos("b")), expected_revision=change.revision + 1)
+    assert (refused.value.expected, refused.value.actual) == (change.revision + 1, change.revision)
+    state = await store.get("s")
+    assert state is not None
+    assert (state.revision, state.todos) == (change.revision, _todos("a"))
 
 
 async def test_a_write_to_a_missing_session_is_not_found(store: TodoStore) -> None:
@@ -392,6 +399,19 @@ async def test_a_recreated_session_starts_above_every_revision_of_its_previous_i
     assert removal.kind is ChangeKind.SESSION_REMOVED
     assert removal.revision == old.revision + 1
     assert removal.reason is RemovalReason.REMOVED
+    fresh, created = await _create(store, "s")
+    assert created
+    assert fresh.revision > removal.revision
+    assert await store.changes_after("s", old.revision) is None
+
+
+async def test_a_session_removed_by_a_batch_and_created_again_starts_above_every_revision_it_had(
+    store: TodoStore,
+) -> None:
+    await _create(store, "s")
+    old = await _commit(store, "s", "old")
+    (removal,) = (await _batch(store, Remove("s"))).changes
+    assert (removal.kind, removal.revision) == (ChangeKind.SESSION_REMOVED, old.revision + 1)
     fresh, created = await _create(store, "s")
     assert created
     assert fresh.revision > removal.revision
@@ -582,9 +602,7 @@ async def test_removing_a_session_forgets_its_request_ids(store: TodoStore) -> N
 async def _batch(
     store: TodoStore, *operations: Operation, request_id: str = "", fingerprint: str = "", limits: Limits = LIMITS
 ) -> BatchWritten:
-    return await store.write_batch(
-        operations, request_id=request_id, fingerprint=fingerprint, origin="batch", now=5.0, limits=limits
-    )
+    return await store.write_batch(Batch(operations, fingerprint), WriteContext(request_id, "batch", 5.0, limits))
 
 
 async def test_a_batch_applies_its_operations_in_order_each_on_the_state_the_last_left(
@@ -705,6 +723,21 @@ async def test_a_batch_refuses_a_stale_expected_revision_naming_the_write(batchi
     assert raised.value.write_index == 1
 
 
+async def test_a_batch_refuses_an_expected_revision_ahead_of_the_sessions_and_writes_nothing(
+    store: TodoStore,
+) -> None:
+    await _create(store, "a")
+    change = await _commit(store, "a", "kept")
+
+    with pytest.raises(RevisionMismatch) as raised:
+        await _batch(store, Write("a", ReplaceTodos(_todos("x")), expected_revision=change.revision + 1))
+
+    assert (raised.value.expected, raised.value.actual) == (change.revision + 1, change.revision)
+    state = await store.get("a")
+    assert state is not None
+    assert (state.revision, state.todos) == (change.revision, _todos("kept"))
+
+
 async def test_a_batch_removal_takes_descendants_created_in_the_same_batch(batching: TodoStore) -> None:
     await _create(batching, "p")
 
@@ -723,6 +756,18 @@ async def test_a_batch_of_only_a_removal_removes_the_session_and_its_descendants
     written = await _batch(batching, Remove("p"))
 
     assert written.outcomes[0].removed == ("p", "p.c")
+    assert await batching.session_count() == 0
+
+
+async def test_a_batch_removal_takes_the_descendants_of_a_child_the_batch_also_names(batching: TodoStore) -> None:
+    await _create(batching, "p")
+    await _create(batching, "p.c", parent_id="p")
+    await _create(batching, "p.c.g", parent_id="p.c")
+
+    written = await _batch(batching, Write("p.c", ReplaceTodos(_todos("last"))), Remove("p"))
+
+    assert written.outcomes[1].removed == ("p", "p.c", "p.c.g")
+    assert await batching.get("p.c.g") is None
     assert await batching.session_count() == 0
 
 

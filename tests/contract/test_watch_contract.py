@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.todos import TodoDraft
+from sessiontodo_server.domain.values import TodoDraft
 from tests.support import eventually
 
 Kind = pb.ChangeKind

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.mutations import Mutation, ReplaceTodos
 from sessiontodo_server.domain.store import Written
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support import eventually
@@ -57,9 +58,7 @@ async def heard_up_to(heard: list[Change], barrier: Change) -> None:
 
 
 async def write(store: SharedStore, session_id: str, mutation: Mutation, expected: int | None = None) -> Written:
-    return await store.write(
-        session_id, mutation, expected_revision=expected, request_id="", origin="test", now=1.0, limits=LIMITS
-    )
+    return await store.write(Write(session_id, mutation, expected), WriteContext("", "test", 1.0, LIMITS))
 
 
 async def replace(store: SharedStore, session_id: str, *contents: str) -> Change:

@@ -459,3 +459,51 @@ def test_a_boolean_flag_alone_means_true() -> None:
     from sessiontodo_acp.settings import ProxySettings
 
     assert ProxySettings.from_flags(["--tls"]).tls is True
+
+
+# The sessiontodo address: one flag everywhere (--sessiontodo-address), the older --address kept
+
+
+def test_the_acp_proxy_takes_sessiontodo_address_and_its_older_spelling(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sessiontodo_acp.settings import ProxySettings
+
+    monkeypatch.delenv("SESSIONTODO_ACP_ADDRESS", raising=False)
+    assert ProxySettings.from_flags(["--sessiontodo-address", "127.0.0.1:7"]).sessiontodo_address == "127.0.0.1:7"
+    assert ProxySettings.from_flags(["--address", "127.0.0.1:8"]).sessiontodo_address == "127.0.0.1:8"
+
+
+def test_the_acp_proxy_still_reads_its_older_address_variable_after_the_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sessiontodo_acp.settings import ProxySettings
+
+    monkeypatch.setenv("SESSIONTODO_ACP_ADDRESS", "127.0.0.1:7")
+    assert ProxySettings.from_flags([]).sessiontodo_address == "127.0.0.1:7"
+    monkeypatch.setenv("SESSIONTODO_ACP_SESSIONTODO_ADDRESS", "127.0.0.1:8")
+    assert ProxySettings.from_flags([]).sessiontodo_address == "127.0.0.1:8"
+
+
+@pytest.mark.parametrize("flag", ["--sessiontodo-address", "--address", "-a"])
+def test_sessiontodoctl_takes_sessiontodo_address_and_its_older_spellings(server: Server, flag: str) -> None:
+    result = run("sessiontodo_ctl", flag, f"127.0.0.1:{server.port}", "create", "s")
+    assert (result.returncode, result.stdout.strip()) == (0, "created s")
+
+
+@pytest.mark.parametrize("module", ["sessiontodo_opencode", "sessiontodo_mcp", "sessiontodo_web", "sessiontodo_acp"])
+def test_a_sessiontodo_address_that_is_not_host_and_port_is_refused_at_start(module: str) -> None:
+    agent = ["--", sys.executable, "-c", "pass"] if module == "sessiontodo_acp" else []
+    result = run(module, "--sessiontodo-address", "not-a-host-port", *agent)
+    assert re.fullmatch(
+        r"[a-z-]+: --sessiontodo-address \(or [A-Z_]+\) 'not-a-host-port': "
+        r"no host named 'not-a-host-port' \(expected HOST:PORT, such as 127\.0\.0\.1:50051\)",
+        only_line(result),
+    )
+    assert result.returncode == 2
+
+
+def test_sessiontodoctl_refuses_a_host_that_does_not_exist_at_once() -> None:
+    result = run("sessiontodo_ctl", "-a", "not-a-host-port", "ls")
+    assert only_line(result) == (
+        "sessiontodoctl: no host named 'not-a-host-port' (expected HOST:PORT, such as 127.0.0.1:50051)"
+    )
+    assert result.returncode == 2

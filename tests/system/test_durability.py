@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sessiontodo_client import ChangeKind, ServiceError, Todo, TodoClient, TodoStatus
-from sessiontodo_server.app import open_store
+from sessiontodo_server.stores.by_url import open_store
 from tests.support import ServerProcess, eventually
 
 pytestmark = pytest.mark.process

@@ -14,13 +14,14 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget, change_bytes
 from sessiontodo_server.domain.errors import LimitExceeded
 from sessiontodo_server.domain.mutations import ReplaceTodos, UpdateSession
 from sessiontodo_server.domain.streams import TodoStreams
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, SessionInfo
-from sessiontodo_server.domain.todos import Todo as DomainTodo
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.domain.values import Todo as DomainTodo
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
 from tests.support import ServerProcess, eventually
@@ -35,13 +36,7 @@ def big_list(number: int) -> tuple[DomainTodo, ...]:
 
 async def commit_big(store: MemoryStore, session_id: str, number: int) -> Change:
     written = await store.write(
-        session_id,
-        ReplaceTodos(big_list(number)),
-        expected_revision=None,
-        request_id="",
-        origin="",
-        now=0.0,
-        limits=Limits(max_list_bytes=3 * MIB),
+        Write(session_id, ReplaceTodos(big_list(number))), WriteContext("", "", 0.0, Limits(max_list_bytes=3 * MIB))
     )
     assert written.change is not None
     return written.change
@@ -183,13 +178,8 @@ async def test_label_only_updates_keep_the_retained_history_within_its_share() -
     await store.create_session("s", SessionInfo(), 10, "")
     for n in range(40):
         written = await store.write(
-            "s",
-            UpdateSession(heavy_labels(n), (), None),
-            expected_revision=None,
-            request_id="",
-            origin="",
-            now=0.0,
-            limits=Limits(max_metadata_bytes=8192),
+            Write("s", UpdateSession(heavy_labels(n), (), None)),
+            WriteContext("", "", 0.0, Limits(max_metadata_bytes=8192)),
         )
         assert written.change is not None
     _, retained = store.held_bytes()
@@ -225,3 +215,38 @@ async def test_streams_count_what_they_handed_over_and_a_new_one_past_the_share_
     again = streams.watch("s", None)
     assert (await anext(again)).kind is ChangeKind.SNAPSHOT  # the memory came back
     await again.aclose()
+
+
+def many_ids(count: int, tag: str = "") -> frozenset[str]:
+    return frozenset(f"{tag}{n:06}".ljust(128, "s") for n in range(count))
+
+
+def test_feed_filters_count_toward_the_buffers_share_and_a_feed_past_it_is_refused() -> None:
+    """A filter is held for its stream's life: 1000 ids of 128 characters are about 250 KB, so a
+    1 MiB share takes four such feeds; the fifth is refused until one closes."""
+    hub = WatchHub(buffer_size=8, max_watchers=1000, buffer_bytes=1 * MIB)
+    feeds = [hub.subscribe_feed(SessionFilter(session_ids=many_ids(1000, f"{n}-"))) for n in range(4)]
+
+    with pytest.raises(LimitExceeded) as refused:
+        hub.subscribe_feed(SessionFilter(session_ids=many_ids(1000, "5-")))
+    assert refused.value.limit == "memory"
+    assert hub.feed_count == 4
+    assert hub.held <= 1 * MIB
+    hub.unsubscribe(feeds[0])
+    hub.subscribe_feed(SessionFilter(session_ids=many_ids(1000, "5-")))
+    assert hub.feed_count == 4
+
+
+async def test_a_feed_filter_naming_more_session_ids_than_the_limit_is_invalid_argument(
+    server: RunningServer,
+) -> None:
+    ids = sorted(many_ids(Limits().max_filter_session_ids + 1))
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        feed = pb_grpc.TodoServiceStub(channel).WatchChanges(
+            pb.WatchChangesRequest(filter=pb.SessionFilter(session_ids=ids))
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await feed.read()
+        feed.cancel()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"at most {Limits().max_filter_session_ids} ids" in (refused.value.details() or "")

@@ -18,9 +18,10 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import Aborted, NotFound, Todo, TodoClient
 from sessiontodo_opencode.metrics import SidecarMetrics
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.mutations import Mutation, ReplaceTodos
+from sessiontodo_server.domain.batch import Write, WriteContext
+from sessiontodo_server.domain.mutations import ReplaceTodos
 from sessiontodo_server.domain.store import Written
-from sessiontodo_server.domain.todos import Limits, SessionInfo, TodoDraft
+from sessiontodo_server.domain.values import Limits, SessionInfo, TodoDraft
 from sessiontodo_server.observability import metrics as metrics_module
 from sessiontodo_server.observability.metrics import InstrumentedStore, Metrics
 from sessiontodo_server.stores.memory import MemoryStore
@@ -170,7 +171,7 @@ async def test_store_operations_are_timed_by_operation(start: Callable[..., Any]
 
 
 class _BrokenDisk(MemoryStore):
-    async def write(self, session_id: str, mutation: Mutation, **details: Any) -> Written:
+    async def write(self, operation: Write, context: WriteContext) -> Written:
         raise OSError("disk full")
 
 
@@ -180,9 +181,7 @@ async def test_a_failing_store_operation_is_counted_as_a_store_error() -> None:
     await store.open()
     await store.create_session("s", SessionInfo(), 10, "")
     with pytest.raises(OSError, match="disk full"):
-        await store.write(
-            "s", ReplaceTodos(()), expected_revision=None, request_id="", origin="", now=0.0, limits=Limits()
-        )
+        await store.write(Write("s", ReplaceTodos(())), WriteContext("", "", 0.0, Limits()))
     assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "write"}) == 1
     assert metrics.registry.get_sample_value("sessiontodo_store_errors_total", {"operation": "create_session"}) == 0
 

@@ -28,7 +28,7 @@ from sessiontodo_client import (
     WatchEvent,
 )
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.todos import GLOBAL_SESSION_ID
+from sessiontodo_server.domain.values import GLOBAL_SESSION_ID
 from tests.support.certificates import auth_toml
 
 WAIT = 10.0

@@ -10,10 +10,13 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_server import fd_limits
+from sessiontodo_server.api.request_guard import GRPC_RECEIVE_LIMIT, MAX_REQUEST_BYTES
 from sessiontodo_server.app import RunningServer
 from tests.support import eventually
 
@@ -49,6 +52,31 @@ async def test_a_malformed_message_is_invalid_argument_with_one_warning_line(
             assert problems[0].exc_info is None
         sessions = await pb_grpc.TodoServiceStub(channel).ListSessions(pb.ListSessionsRequest())
         assert list(sessions.sessions) == []
+
+
+@pytest.mark.parametrize("size", [MAX_REQUEST_BYTES + 64, GRPC_RECEIVE_LIMIT - 64])
+async def test_a_request_over_4_mib_is_resource_exhausted_with_quota_failure_and_error_info(
+    server: RunningServer, size: int
+) -> None:
+    """gRPC core's own refusal would carry no details: the guard refuses it, like every other limit."""
+    padding = "x" * (size - 40)
+    request = pb.ReplaceTodosRequest(session_id="s", todos=[pb.Todo(content=padding)])
+    assert MAX_REQUEST_BYTES < request.ByteSize() <= GRPC_RECEIVE_LIMIT
+    options = [("grpc.max_send_message_length", -1)]
+    async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.ReplaceTodos(request)
+        unchanged = await stub.GetTodos(pb.GetTodosRequest(session_id="s"))
+    status = rpc_status.from_call(raised.value)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert status is not None, "no google.rpc.Status in the trailers"
+    quota, info = error_details_pb2.QuotaFailure(), error_details_pb2.ErrorInfo()
+    assert [detail.Unpack(quota) or detail.Unpack(info) for detail in status.details] == [True, True]
+    assert [violation.subject for violation in quota.violations] == ["request bytes"]
+    assert (info.reason, info.metadata["limit"]) == ("LIMIT_EXCEEDED", "request bytes")
+    assert unchanged.revision == 0
 
 
 async def test_a_malformed_watch_request_is_invalid_argument(server: RunningServer) -> None:

@@ -3,7 +3,7 @@ given back whole from the session's final put and the splices the record keeps."
 
 from __future__ import annotations
 
-from sessiontodo_server.domain.todos import ChangeKind, RemovalReason, SessionInfo, Todo
+from sessiontodo_server.domain.values import ChangeKind, RemovalReason, SessionInfo, Todo
 from sessiontodo_server.stores.etcd.records import (
     IN_BATCH,
     BatchChange,

@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 
-from sessiontodo_server.domain.batch import Create, Operation, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import Batch, Create, Operation, Outcome, Remove, Write, WriteContext
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.errors import RevisionMismatch, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
 from sessiontodo_server.domain.store import AddResult, Written
 from sessiontodo_server.domain.streams import TodoStreams
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionInfo, Todo, TodoDraft
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.group_commit import Done, GroupCommit
 from sessiontodo_server.stores.memory import Loaded, MemoryStore
@@ -130,13 +130,8 @@ def replace(store: MemoryStore, content: str, expected_revision: int | None = No
     """A ReplaceTodos of session "s" with one todo, started now (accepted before the caller goes on)."""
     return asyncio.ensure_future(
         store.write(
-            "s",
-            ReplaceTodos((Todo(f"t-{content}", content),)),
-            expected_revision=expected_revision,
-            request_id="",
-            origin="",
-            now=0.0,
-            limits=Limits(),
+            Write("s", ReplaceTodos((Todo(f"t-{content}", content),)), expected_revision),
+            WriteContext("", "", 0.0, Limits()),
         )
     )
 
@@ -232,9 +227,7 @@ async def test_a_retried_request_id_is_answered_once_its_first_write_is_durable(
     def add() -> asyncio.Future[Written]:
         mutation = AddTodo(Todo("a", "once"), None, id_given=True)
         limits = Limits()
-        return asyncio.ensure_future(
-            store.write("s", mutation, expected_revision=None, request_id="r1", origin="", now=0.0, limits=limits)
-        )
+        return asyncio.ensure_future(store.write(Write("s", mutation), WriteContext("r1", "", 0.0, limits)))
 
     journal.gate.clear()
     first = add()
@@ -316,9 +309,7 @@ async def test_a_batch_is_one_journal_batch_written_whole(journal: GatedJournal)
     store = await open_store(journal)
     journal.gate.clear()
     operations: list[Operation] = [Create("b", SessionInfo()), Write("b", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
-    batch = asyncio.ensure_future(
-        store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
-    )
+    batch = asyncio.ensure_future(store.write_batch(Batch(operations, "f"), WriteContext("\nr", "", 0.0, Limits())))
     await journal.entered_batch()
     journal.gate.set()
     await batch
@@ -333,13 +324,13 @@ async def test_a_batch_the_journal_fails_leaves_nothing_and_is_not_remembered(jo
     operations: list[Operation] = [Create("b", SessionInfo()), Write("s", ReplaceTodos((Todo("t", "x"),))), Remove("s")]
 
     with pytest.raises(Unavailable):
-        await store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
+        await store.write_batch(Batch(operations, "f"), WriteContext("\nr", "", 0.0, Limits()))
 
     assert await store.get("b") is None
     state = await store.get("s")
     assert state is not None
     assert (state.revision, state.todos) == (0, ())
     journal.fail = False
-    again = await store.write_batch(operations, request_id="\nr", fingerprint="f", origin="", now=0.0, limits=Limits())
+    again = await store.write_batch(Batch(operations, "f"), WriteContext("\nr", "", 0.0, Limits()))
     assert again.changes[0].kind is ChangeKind.SESSION_CREATED
     await store.close()

@@ -5,7 +5,7 @@ through gRPC is in tests/system/test_session_metadata.py."""
 from __future__ import annotations
 
 from sessiontodo_server.domain.book import TodoBook
-from sessiontodo_server.domain.todos import Limits, TodoDraft
+from sessiontodo_server.domain.values import Limits, TodoDraft
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.stores.memory import MemoryStore
 from tests.support import ManualClock

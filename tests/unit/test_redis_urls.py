@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from sessiontodo_server.app import open_store
-from sessiontodo_server.settings import redact_url
+from sessiontodo_common.addresses import redact_url
+from sessiontodo_server.stores.by_url import open_store
 from sessiontodo_server.stores.redis import RedisStore, parse_redis_url
 
 

@@ -63,6 +63,17 @@ def test_a_snapshot_cut_short_is_asked_for_again_after_a_reset() -> None:
     assert (restart.session_id, restart.kind) == ("", ChangeKind.RESET)
 
 
+def test_a_feed_cut_between_a_reset_and_its_first_snapshot_asks_for_a_whole_snapshot_again() -> None:
+    resume = FeedResume("e.3", retry=NO_WAIT)
+    resume.received(_feed_message(pb.CHANGE_KIND_TODO_ADDED, "e.4"))
+    resume.received(_feed_message(pb.CHANGE_KIND_RESET, "", session_id=""))  # what came since e.4 is lost
+    resume.failed(grpc.StatusCode.UNAVAILABLE)
+    request = resume.request()
+    assert (request.after_cursor, request.include_snapshot) == ("", True)
+    [restart] = resume.opened()
+    assert (restart.session_id, restart.kind) == ("", ChangeKind.RESET)
+
+
 def test_a_finished_snapshot_resumes_by_its_bookmark_cursor() -> None:
     resume = FeedResume(include_snapshot=True, retry=NO_WAIT)
     resume.received(_feed_message(pb.CHANGE_KIND_SNAPSHOT, ""))

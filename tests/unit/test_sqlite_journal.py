@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.budget import list_bytes
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, StoreStartupError
-from sessiontodo_server.domain.todos import Limits, RemovalReason, SessionInfo, Todo, TodoPriority, TodoStatus
+from sessiontodo_server.domain.values import Limits, RemovalReason, SessionInfo, Todo, TodoPriority, TodoStatus
 from sessiontodo_server.stores.memory import MemoryStore
 from sessiontodo_server.stores.sqlite import ONE_ROW_BYTES, Durability, open_sqlite_store
 
@@ -25,9 +26,7 @@ Reopen = Callable[[], Awaitable[MemoryStore]]
 
 
 async def write(store: MemoryStore, session_id: str, mutation: Mutation) -> None:
-    await store.write(
-        session_id, mutation, expected_revision=None, request_id="", origin="test", now=0.0, limits=LIMITS
-    )
+    await store.write(Write(session_id, mutation), WriteContext("", "test", 0.0, LIMITS))
 
 
 async def lists(store: MemoryStore, session_ids: list[str]) -> dict[str, tuple[int, tuple[Todo, ...]]]:

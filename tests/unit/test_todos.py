@@ -6,7 +6,7 @@ import pytest
 
 from sessiontodo_server.domain import todos as ops
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, TodoNotFound
-from sessiontodo_server.domain.todos import Limits, Todo, TodoDraft, TodoPriority, TodoStatus
+from sessiontodo_server.domain.values import Limits, Todo, TodoDraft, TodoPriority, TodoStatus
 
 LIMITS = Limits(max_todos_per_session=3, max_content_length=10)
 LIST = (Todo("a", "alpha"), Todo("b", "beta"))

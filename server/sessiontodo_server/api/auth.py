@@ -59,6 +59,9 @@ _ROLES = {
     "AddTodo": Role.WRITER,
     "UpdateTodo": Role.WRITER,
     "RemoveTodo": Role.WRITER,
+    "ClaimTodo": Role.WRITER,
+    "RenewClaim": Role.WRITER,
+    "ReleaseTodo": Role.WRITER,
     "BatchWrite": Role.WRITER,  # every write it carries is a writer's; RemoveAllSessions is not among them
     "RemoveAllSessions": Role.ADMIN,
 }

@@ -17,7 +17,7 @@ from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.errors import InvalidArgument, TodoError
 from sessiontodo_server.domain.store import SessionState
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     NO_ENTRIES,
     Change,
     ChangeKind,

@@ -1,11 +1,13 @@
-"""Guards between HTTP/2 and the servicer: the request message must arrive in time and parse.
+"""Guards between HTTP/2 and the servicer: the request message must arrive in time, fit and parse.
 
 grpc.aio reads a unary request before it calls the handler, with no time limit (a client that
 opens a call and never sends its message holds it forever) and turns a malformed message into
 UNKNOWN plus a logged traceback. So every rpc is registered as client-streaming here: the guard
 reads the one message itself under ``timeout`` (DEADLINE_EXCEEDED when it does not come),
 parses it (INVALID_ARGUMENT and one warning line when it does not parse), then calls the
-servicer method exactly as a unary handler would. The wire format is the same.
+servicer method exactly as a unary handler would. The wire format is the same. A message over
+``MAX_REQUEST_BYTES`` is refused here too, with the details of every other limit: gRPC core's own
+refusal (past ``GRPC_RECEIVE_LIMIT``) carries none.
 
 The deadline is kept by one sweeping task per server rather than a timer per call: a timer per
 call (``asyncio.timeout``) cost about 7% of unary throughput.
@@ -30,6 +32,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 10.0
 """Seconds a call may take to deliver its request message (``--request-timeout``)."""
+
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""The largest request message: gRPC's usual 4 MiB; more is RESOURCE_EXHAUSTED with a QuotaFailure."""
+
+GRPC_RECEIVE_LIMIT = 2 * MAX_REQUEST_BYTES
+"""gRPC core's receive limit: a message up to it is read and refused here with details, a larger one
+is refused by core from its length alone, before it is read (as etcd leaves its gRPC limit above
+``--max-request-bytes``), so one call never holds more than this."""
 
 Reject = Callable[[grpc.aio.ServicerContext, errors.TodoError], Awaitable[NoReturn]]
 """Ends the call with the error's status (the transport's one way of doing so)."""
@@ -79,7 +89,7 @@ class Deadlines:
 async def _receive(
     method: str, parse: Callable[[bytes], Message], deadlines: Deadlines, context: grpc.aio.ServicerContext
 ) -> Any:
-    """The request, parsed; raises InvalidArgument when it is missing or malformed."""
+    """The request, parsed; raises InvalidArgument when it is missing or malformed, LimitExceeded when too large."""
     task = deadlines.enter()
     try:
         raw = await context.read()
@@ -94,6 +104,9 @@ async def _receive(
         deadlines.leave(task)
     if raw is grpc.aio.EOF:
         raise errors.InvalidArgument([("request", "no request message was sent")])
+    if len(raw) > MAX_REQUEST_BYTES:
+        log.warning("%s from %s: a request message of %d bytes refused", method, context.peer(), len(raw))
+        raise errors.LimitExceeded("request bytes", MAX_REQUEST_BYTES)
     try:
         request = parse(raw)
     except DecodeError as error:
@@ -114,7 +127,7 @@ def unary_handler(
     async def guarded(requests: object, context: grpc.aio.ServicerContext) -> Any:
         try:
             request = await _receive(method, parse, deadlines, context)
-        except errors.InvalidArgument as error:
+        except (errors.InvalidArgument, errors.LimitExceeded) as error:
             await reject(context, error)
         return await behaviour(request, context)
 
@@ -136,7 +149,7 @@ def server_streaming_handler(
         async def guarded_writer(requests: object, context: grpc.aio.ServicerContext) -> None:
             try:
                 request = await _receive(method, parse, deadlines, context)
-            except errors.InvalidArgument as error:
+            except (errors.InvalidArgument, errors.LimitExceeded) as error:
                 await reject(context, error)
             await cast(Awaitable[None], behaviour(request, context))
 
@@ -145,7 +158,7 @@ def server_streaming_handler(
     async def guarded(requests: object, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
             request = await _receive(method, parse, deadlines, context)
-        except errors.InvalidArgument as error:
+        except (errors.InvalidArgument, errors.LimitExceeded) as error:
             await reject(context, error)
         stream = cast(AsyncGenerator[Any, None], behaviour(request, context))
         async with aclosing(stream):  # a cancel ends the servicer's stream at once

@@ -51,6 +51,9 @@ WATCH_ACCEPTED = (("sessiontodo-watch", "accepted"),)
 stream from one still connecting (the typed client's ``resume.ACCEPTED_HEADER``)."""
 
 
+_GRAPH_NOT_SERVED = "claims are not served by this build yet (issue 32 lands them store by store)"
+
+
 class TodoServicer:
     """``sessiontodo.v1.TodoService`` over a ``TodoBook``."""
 
@@ -59,7 +62,11 @@ class TodoServicer:
         self._streams = streams
 
     @translating_errors
-    async def CreateSession(self, request: pb.CreateSessionRequest, context: Any) -> pb.CreateSessionResponse:
+    async def CreateSession(
+        self,
+        request: pb.CreateSessionRequest,
+        context: grpc.aio.ServicerContext[pb.CreateSessionRequest, pb.CreateSessionResponse],
+    ) -> pb.CreateSessionResponse:
         state, created = await self._book.create_session(
             qualified(request.session_id),
             parent_id=qualified(request.parent_id, "parent_id"),
@@ -70,11 +77,19 @@ class TodoServicer:
         return pb.CreateSessionResponse(session=session_to_pb(state), created=created)
 
     @translating_errors
-    async def GetSession(self, request: pb.GetSessionRequest, context: Any) -> pb.GetSessionResponse:
+    async def GetSession(
+        self,
+        request: pb.GetSessionRequest,
+        context: grpc.aio.ServicerContext[pb.GetSessionRequest, pb.GetSessionResponse],
+    ) -> pb.GetSessionResponse:
         return pb.GetSessionResponse(session=session_to_pb(await self._book.get(qualified(request.session_id))))
 
     @translating_errors
-    async def UpdateSession(self, request: pb.UpdateSessionRequest, context: Any) -> pb.UpdateSessionResponse:
+    async def UpdateSession(
+        self,
+        request: pb.UpdateSessionRequest,
+        context: grpc.aio.ServicerContext[pb.UpdateSessionRequest, pb.UpdateSessionResponse],
+    ) -> pb.UpdateSessionResponse:
         state, changed = await self._book.update_session(
             qualified(request.session_id),
             set_labels=dict(request.labels),
@@ -86,19 +101,29 @@ class TodoServicer:
         return pb.UpdateSessionResponse(session=session_to_pb(state), changed=changed)
 
     @translating_errors
-    async def RemoveSession(self, request: pb.RemoveSessionRequest, context: Any) -> pb.RemoveSessionResponse:
+    async def RemoveSession(
+        self,
+        request: pb.RemoveSessionRequest,
+        context: grpc.aio.ServicerContext[pb.RemoveSessionRequest, pb.RemoveSessionResponse],
+    ) -> pb.RemoveSessionResponse:
         removed = await self._book.remove_session(qualified(request.session_id), request.origin)
         return pb.RemoveSessionResponse(existed=bool(removed), removed_session_ids=map(tenancy.local, removed))
 
     @translating_errors
     async def RemoveAllSessions(
-        self, request: pb.RemoveAllSessionsRequest, context: Any
+        self,
+        request: pb.RemoveAllSessionsRequest,
+        context: grpc.aio.ServicerContext[pb.RemoveAllSessionsRequest, pb.RemoveAllSessionsResponse],
     ) -> pb.RemoveAllSessionsResponse:
         removed = await self._book.remove_all_sessions(request.origin, tenancy.current())
         return pb.RemoveAllSessionsResponse(removed_count=removed)
 
     @translating_errors
-    async def ListSessions(self, request: pb.ListSessionsRequest, context: Any) -> pb.ListSessionsResponse:
+    async def ListSessions(
+        self,
+        request: pb.ListSessionsRequest,
+        context: grpc.aio.ServicerContext[pb.ListSessionsRequest, pb.ListSessionsResponse],
+    ) -> pb.ListSessionsResponse:
         sessions, token = await self._book.list_sessions(
             page_size=request.page_size,
             page_token=request.page_token,
@@ -110,14 +135,20 @@ class TodoServicer:
         return pb.ListSessionsResponse(sessions=[session_to_pb(s) for s in sessions], next_page_token=token)
 
     @translating_errors
-    async def GetTodos(self, request: pb.GetTodosRequest, context: Any) -> pb.GetTodosResponse:
+    async def GetTodos(
+        self, request: pb.GetTodosRequest, context: grpc.aio.ServicerContext[pb.GetTodosRequest, pb.GetTodosResponse]
+    ) -> pb.GetTodosResponse:
         state = await self._book.get(qualified(request.session_id))
         response = pb.GetTodosResponse(revision=state.revision)
         add_todos(response.todos, state.todos)
         return response
 
     @translating_errors
-    async def BatchGetTodos(self, request: pb.BatchGetTodosRequest, context: Any) -> pb.BatchGetTodosResponse:
+    async def BatchGetTodos(
+        self,
+        request: pb.BatchGetTodosRequest,
+        context: grpc.aio.ServicerContext[pb.BatchGetTodosRequest, pb.BatchGetTodosResponse],
+    ) -> pb.BatchGetTodosResponse:
         session_ids = [qualified(sid, f"session_ids[{i}]") for i, sid in enumerate(request.session_ids)]
         entries: dict[str, pb.SessionTodos] = {}
 
@@ -135,7 +166,11 @@ class TodoServicer:
         )
 
     @translating_errors
-    async def ReplaceTodos(self, request: pb.ReplaceTodosRequest, context: Any) -> pb.ReplaceTodosResponse:
+    async def ReplaceTodos(
+        self,
+        request: pb.ReplaceTodosRequest,
+        context: grpc.aio.ServicerContext[pb.ReplaceTodosRequest, pb.ReplaceTodosResponse],
+    ) -> pb.ReplaceTodosResponse:
         state = await self._book.replace(
             qualified(request.session_id),
             drafts_from_pb(request.todos),
@@ -147,7 +182,9 @@ class TodoServicer:
         return response
 
     @translating_errors
-    async def AddTodo(self, request: pb.AddTodoRequest, context: Any) -> pb.AddTodoResponse:
+    async def AddTodo(
+        self, request: pb.AddTodoRequest, context: grpc.aio.ServicerContext[pb.AddTodoRequest, pb.AddTodoResponse]
+    ) -> pb.AddTodoResponse:
         result = await self._book.add(
             qualified(request.session_id),
             draft_from_pb(request.todo),
@@ -159,7 +196,11 @@ class TodoServicer:
         return pb.AddTodoResponse(todo=todo_to_pb(result.todo), index=result.index, revision=result.revision)
 
     @translating_errors
-    async def UpdateTodo(self, request: pb.UpdateTodoRequest, context: Any) -> pb.UpdateTodoResponse:
+    async def UpdateTodo(
+        self,
+        request: pb.UpdateTodoRequest,
+        context: grpc.aio.ServicerContext[pb.UpdateTodoRequest, pb.UpdateTodoResponse],
+    ) -> pb.UpdateTodoResponse:
         todo, revision, changed = await self._book.update(
             qualified(request.session_id),
             request.todo_id,
@@ -174,7 +215,11 @@ class TodoServicer:
         return pb.UpdateTodoResponse(todo=todo_to_pb(todo), revision=revision, changed=changed)
 
     @translating_errors
-    async def RemoveTodo(self, request: pb.RemoveTodoRequest, context: Any) -> pb.RemoveTodoResponse:
+    async def RemoveTodo(
+        self,
+        request: pb.RemoveTodoRequest,
+        context: grpc.aio.ServicerContext[pb.RemoveTodoRequest, pb.RemoveTodoResponse],
+    ) -> pb.RemoveTodoResponse:
         revision = await self._book.remove_todo(
             qualified(request.session_id),
             request.todo_id,
@@ -183,7 +228,33 @@ class TodoServicer:
         )
         return pb.RemoveTodoResponse(revision=revision)
 
-    async def BatchWrite(self, request: pb.BatchWriteRequest, context: Any) -> pb.BatchWriteResponse:
+    async def ClaimTodo(
+        self, request: pb.ClaimTodoRequest, context: grpc.aio.ServicerContext[pb.ClaimTodoRequest, pb.ClaimTodoResponse]
+    ) -> pb.ClaimTodoResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
+        raise AssertionError("abort returned")  # it always raises
+
+    async def RenewClaim(
+        self,
+        request: pb.RenewClaimRequest,
+        context: grpc.aio.ServicerContext[pb.RenewClaimRequest, pb.RenewClaimResponse],
+    ) -> pb.RenewClaimResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
+        raise AssertionError("abort returned")  # it always raises
+
+    async def ReleaseTodo(
+        self,
+        request: pb.ReleaseTodoRequest,
+        context: grpc.aio.ServicerContext[pb.ReleaseTodoRequest, pb.ReleaseTodoResponse],
+    ) -> pb.ReleaseTodoResponse:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
+        raise AssertionError("abort returned")  # it always raises
+
+    async def BatchWrite(
+        self,
+        request: pb.BatchWriteRequest,
+        context: grpc.aio.ServicerContext[pb.BatchWriteRequest, pb.BatchWriteResponse],
+    ) -> pb.BatchWriteResponse:
         """Each write checked on its own, then all applied at once; errors name the write
         (``writes[i].<operation>.`` before every BadRequest field path)."""
         try:
@@ -218,6 +289,8 @@ class TodoServicer:
         message = getattr(write, name)
         if getattr(message, "origin", "") or getattr(message, "request_id", ""):
             raise errors.InvalidArgument([("origin", "set origin and request_id on the batch, not on its writes")])
+        if name in ("claim_todo", "renew_claim", "release_todo"):
+            raise errors.InvalidArgument([(name, _GRAPH_NOT_SERVED)])
         if name == "replace_todos":
             return book.replace_operation(
                 qualified(message.session_id),
@@ -264,7 +337,7 @@ class TodoServicer:
         return book.remove_operation(qualified(message.session_id))
 
     async def WatchTodos(
-        self, request: pb.WatchTodosRequest, context: grpc.aio.ServicerContext
+        self, request: pb.WatchTodosRequest, context: grpc.aio.ServicerContext[pb.WatchTodosRequest, bytes]
     ) -> AsyncIterator[bytes]:
         """Yields pre-encoded messages; a client cancel lands here as CancelledError and propagates
         (swallowing it leaks native memory per stream: grpc/grpc#43360)."""
@@ -278,7 +351,7 @@ class TodoServicer:
             await abort(context, error)
 
     async def WatchChanges(
-        self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext
+        self, request: pb.WatchChangesRequest, context: grpc.aio.ServicerContext[pb.WatchChangesRequest, bytes]
     ) -> AsyncIterator[bytes]:
         """The feed, pre-encoded like WatchTodos (and cancelled the same way)."""
         await context.send_initial_metadata(WATCH_ACCEPTED)

@@ -1,18 +1,21 @@
-"""A batch of writes applied atomically (``BatchWrite``): the operations, and what each one did.
+"""What the book asks a store to write, and what each write did.
 
-The book validates each operation on its own (as the rpc it stands for would) and hands the
-store the whole batch; the store applies the operations in order, each to the state the ones
-before it left, in one atomic step (one transaction): all of them or none.
+One write (``Write``) or a batch of them (``Batch``, ``BatchWrite``) goes from the book through
+the instrumented wrapper to the store whole, with the ``WriteContext`` every write carries. The
+book validates each operation on its own (as the rpc it stands for would) and hands the store
+the whole batch; the store applies the operations in order, each to the state the ones before it
+left, in one atomic step (one transaction): all of them or none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from sessiontodo_server.domain.errors import TodoError
 from sessiontodo_server.domain.mutations import Mutation
-from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, Limits, SessionInfo, Todo
 
 MAX_WRITES = 1000
 """Operations in one batch."""
@@ -43,6 +46,29 @@ class Remove:
 
 
 Operation = Write | Create | Remove
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Operations applied atomically in order (``BatchWrite``)."""
+
+    operations: Sequence[Operation]
+    fingerprint: str = ""
+    """What the batch asks for, so a reused request id asking for something else is told apart."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteContext:
+    """What every write carries beside its operations, the same at each layer it passes."""
+
+    request_id: str
+    """A write: its AddTodo's request id (per session). A batch: its tenant-qualified id (``tenant\nid``).
+    Empty: none."""
+    origin: str
+    """Who wrote: carried by every change the write makes."""
+    now: float
+    """The time the write stamps as ``updated_at``."""
+    limits: Limits
 
 
 class Outcome(NamedTuple):

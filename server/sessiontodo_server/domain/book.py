@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sessiontodo_server.domain import tenancy
 from sessiontodo_server.domain import todos as ops
-from sessiontodo_server.domain.batch import MAX_WRITES, Create, Operation, Outcome, Remove, Write
+from sessiontodo_server.domain.batch import MAX_WRITES, Batch, Create, Operation, Outcome, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
     RequestIdReused,
@@ -29,7 +29,7 @@ from sessiontodo_server.domain.mutations import AddTodo, RemoveTodo, ReplaceTodo
 from sessiontodo_server.domain.observer import BookObserver, NoObserver
 from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     NO_ENTRIES,
     Change,
     ChangeKind,
@@ -42,6 +42,8 @@ from sessiontodo_server.domain.todos import (
     TodoDraft,
     TodoPriority,
     TodoStatus,
+    frozen,
+    is_global_list,
 )
 from sessiontodo_server.domain.watch import WatchHub
 
@@ -93,7 +95,7 @@ class TodoBook:
     def memory_held(self) -> dict[str, int]:
         """Bytes held against each share of the memory budget in this process."""
         lists, history = self._store.held_bytes()
-        return {"lists": lists, "history": history, "buffers": self._hub.buffered.bytes + self._hub.in_flight}
+        return {"lists": lists, "history": history, "buffers": self._hub.held}
 
     # Sessions
 
@@ -128,7 +130,7 @@ class TodoBook:
             raise InvalidArgument(violations)
         now = self._clock()
         ttl = self._default_idle_ttl if idle_ttl is None else idle_ttl
-        return Create(session_id, SessionInfo(parent_id, ops.frozen(labels), now, now, ttl))
+        return Create(session_id, SessionInfo(parent_id, frozen(labels), now, now, ttl))
 
     async def _create(self, session_id: str, info: SessionInfo, origin: str) -> tuple[SessionState, bool]:
         """The store checks both session limits as it creates: one step, whatever the replicas."""
@@ -175,7 +177,7 @@ class TodoBook:
         violations += ops.idle_ttl_violations(idle_ttl, zero_allowed=True)
         if violations:
             raise InvalidArgument(violations)
-        mutation = UpdateSession(ops.frozen(set_labels), tuple(remove_label_keys), idle_ttl)
+        mutation = UpdateSession(frozen(set_labels), tuple(remove_label_keys), idle_ttl)
         return self._checked(Write(session_id, mutation, expected_revision))
 
     async def remove_session(self, session_id: str, origin: str = "") -> list[str]:
@@ -186,7 +188,7 @@ class TodoBook:
     def remove_operation(self, session_id: str) -> Remove:
         """A RemoveSession checked on its own."""
         ops.check_session_id(session_id, self._limits)
-        if ops.is_global_list(session_id):
+        if is_global_list(session_id):
             raise InvalidArgument([("session_id", "the global list cannot be removed")])
         return Remove(session_id)
 
@@ -213,7 +215,7 @@ class TodoBook:
     ) -> tuple[list[SessionState], str]:
         """A page of at most ``page_size`` sessions and ``MAX_RESPONSE_BYTES`` (by ``size``), and
         the token of the next page ("" on the last)."""
-        only = SessionFilter(parent_id=parent_id, labels=ops.frozen(labels), tenant=tenant)
+        only = SessionFilter(parent_id=parent_id, labels=frozen(labels), tenant=tenant)
         violations = [("page_size", "must not be negative")] if page_size < 0 else []
         if violations := violations + self.filter_violations(only, ""):
             raise InvalidArgument(violations)
@@ -265,6 +267,8 @@ class TodoBook:
 
     def filter_violations(self, only: SessionFilter, prefix: str) -> list[tuple[str, str]]:
         """What is wrong with a listing's or a feed's filter (field names start with ``prefix``)."""
+        if len(only.session_ids) > self._limits.max_filter_session_ids:
+            return [(f"{prefix}session_ids", f"at most {self._limits.max_filter_session_ids} ids")]
         violations = self._ids_violations(sorted(only.session_ids), f"{prefix}session_ids")
         if only.parent_id:
             violations += ops.session_id_violations(only.parent_id, self._limits, f"{prefix}parent_id")
@@ -372,7 +376,7 @@ class TodoBook:
             content,
             TodoStatus(status) if status else None,
             TodoPriority(priority) if priority else None,
-            ops.frozen(set_metadata),
+            frozen(set_metadata),
             tuple(remove_metadata_keys),
         )
         return self._checked(Write(session_id, mutation, expected_revision))
@@ -398,15 +402,7 @@ class TodoBook:
         if _is_tenants_global_list(session_id):
             await self._make_global_list(session_id)
         try:
-            written = await self._store.write(
-                session_id,
-                operation.mutation,
-                expected_revision=operation.expected_revision,
-                request_id=request_id,
-                origin=origin,
-                now=self._clock(),
-                limits=self._limits,
-            )
+            written = await self._store.write(operation, WriteContext(request_id, origin, self._clock(), self._limits))
         except RevisionMismatch:
             self._observer.write_conflict("expected_revision")
             raise
@@ -437,13 +433,9 @@ class TodoBook:
             if _is_tenants_global_list(session_id):
                 await self._make_global_list(session_id)
         try:
+            tenants_request_id = f"{tenant}\n{request_id}" if request_id else ""
             written = await self._store.write_batch(
-                operations,
-                request_id=f"{tenant}\n{request_id}" if request_id else "",
-                fingerprint=fingerprint,
-                origin=origin,
-                now=self._clock(),
-                limits=self._limits,
+                Batch(operations, fingerprint), WriteContext(tenants_request_id, origin, self._clock(), self._limits)
             )
         except RevisionMismatch:
             self._observer.write_conflict("expected_revision")
@@ -508,7 +500,7 @@ def _within_bytes(sessions: list[SessionState], size: Sizer | None) -> list[Sess
 
 
 def _is_tenants_global_list(session_id: str) -> bool:
-    return bool(tenancy.tenant_of(session_id)) and ops.is_global_list(session_id)
+    return bool(tenancy.tenant_of(session_id)) and is_global_list(session_id)
 
 
 def _filter_digest(only: SessionFilter) -> str:

@@ -10,7 +10,8 @@ which lives exactly as long as the change). Each share is enforced where the mem
 - history and feed (a quarter, ``stores/memory/retention.py``): the oldest changes are let go first, so a
   watcher resuming from before them gets a RESET, never a gap;
 - watcher buffers (a quarter, ``domain/watch.py``): a watcher whose buffer would take them past their
-  share is reset instead, like one whose buffer is full.
+  share is reset instead, like one whose buffer is full; feeds' filters count here too, and a feed
+  whose filter would not fit is RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, SessionFilter, SessionInfo, Todo
 
 DEFAULT_BUDGET = 1 << 30
 
@@ -46,6 +47,15 @@ _content, _id, _metadata = attrgetter("content"), attrgetter("id"), attrgetter("
 
 LABEL_OVERHEAD = 120
 """Bytes a label costs beyond its text: its key and value string headers and its dict slot."""
+
+FILTER_ID_OVERHEAD = 120
+"""Bytes a session id in a feed's filter costs beyond its text: its string header and its set slot."""
+
+
+def filter_bytes(only: SessionFilter) -> int:
+    """What a feed's filter holds for the stream's life: its session ids and its labels."""
+    ids = sum(FILTER_ID_OVERHEAD + len(session_id) for session_id in only.session_ids)
+    return ids + sum(LABEL_OVERHEAD + len(key) + len(value) for key, value in only.labels.items())
 
 
 def info_bytes(info: SessionInfo | None) -> int:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from sessiontodo_server.domain import todos as ops
 from sessiontodo_server.domain.errors import InvalidArgument
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     NO_ENTRIES,
     ChangeKind,
     Limits,

@@ -9,17 +9,15 @@ external engine, without read-then-compare-and-set loops.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from sessiontodo_server.domain.batch import BatchWritten, Operation
-from sessiontodo_server.domain.mutations import Mutation
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Write, WriteContext
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     GLOBAL_SESSION_ID,
     Change,
-    Limits,
     RemovalReason,
     SessionFilter,
     SessionInfo,
@@ -129,23 +127,14 @@ class TodoStore(Protocol):
         """The cursor of the newest change this process has delivered (once open: what a feed
         starting from now has seen everything up to, a restarted server included)."""
 
-    async def write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
-        """Apply ``mutation`` to the session's current state in one atomic step (``mutations.apply``'s
-        rules), stamping ``updated_at = now``; the change carries its feed cursor.
+    async def write(self, operation: Write, context: WriteContext) -> Written:
+        """Apply ``operation.mutation`` to its session's current state in one atomic step
+        (``mutations.apply``'s rules, with ``context.limits``), stamping ``updated_at =
+        context.now``; the change carries ``context.origin`` and its feed cursor.
 
-        First, in this order: SessionNotFound; a ``request_id`` still remembered (see
+        First, in this order: SessionNotFound; a ``context.request_id`` still remembered (see
         ``REQUEST_RETENTION_*``) returns the first call's result and writes nothing;
-        RevisionMismatch when ``expected_revision`` is given and differs. Then TodoNotFound,
+        RevisionMismatch when ``operation.expected_revision`` is given and differs. Then TodoNotFound,
         InvalidArgument or LimitExceeded from the mutation, changing nothing. Never fails because
         another writer came first.
 
@@ -153,27 +142,18 @@ class TodoStore(Protocol):
         only once what it answers from is durable, so ``get`` and watchers never run ahead of it.
         """
 
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
-        """Apply ``operations`` in order, each to the state the ones before it left, in one atomic
-        step (one transaction): all of them or none. Each follows the rules of the call it stands
-        for (``write``: its mutation and expected revision, stamping ``updated_at = now``;
+    async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
+        """Apply ``batch.operations`` in order, each to the state the ones before it left, in one
+        atomic step (one transaction): all of them or none. Each follows the rules of the call it
+        stands for (``write``: its mutation and expected revision, stamping ``updated_at = now``;
         ``create_session`` with ``limits.max_sessions``; ``remove_session`` with reason REMOVED),
         and a failing one raises that call's error with ``write_index`` set (``batch.at_write``),
         leaving everything as it was. The changes, each with ``origin``, carry consecutive feed
         cursors in operation order (a removal one per removed session, as ``remove_session``).
 
-        A ``request_id`` (qualified with its tenant: ``tenant\nid``) still remembered returns the
-        first batch's outcomes and writes nothing, or raises BatchRequestIdReused when that batch's
-        ``fingerprint`` differs; a new one is remembered with the batch's outcomes, atomically with
+        A ``context.request_id`` (qualified with its tenant: ``tenant\nid``) still remembered returns
+        the first batch's outcomes and writes nothing, or raises BatchRequestIdReused when that
+        batch's ``fingerprint`` differs; a new one is remembered with the batch's outcomes, atomically with
         it, for at least ``REQUEST_RETENTION_SECONDS``.
 
         Answers like ``write``: once what it answers from is durable.

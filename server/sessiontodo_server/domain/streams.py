@@ -12,7 +12,7 @@ from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.errors import InvalidArgument, Unavailable
 from sessiontodo_server.domain.observer import BookObserver, NoObserver, ResetReason
 from sessiontodo_server.domain.store import SessionState, TodoStore
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionFilter
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionFilter
 from sessiontodo_server.domain.watch import Subscription, WatchHub
 
 

@@ -6,7 +6,8 @@ buffer is full is marked lagged and its buffer dropped; it then catches up with 
 snapshot. So a stuck watcher costs at most its buffer, and never delays the writer or the
 other watchers. Buffers are bounded in bytes too, all together (each change counted once
 however many buffers share it): a watcher whose buffer would take them past their share of
-the memory budget is reset the same way.
+the memory budget is reset the same way. Feeds' filters are held for their streams' lives and
+count against the same share.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections import deque
 from collections.abc import Iterable
 
 from sessiontodo_server.domain import tenancy
-from sessiontodo_server.domain.budget import Held, change_bytes
+from sessiontodo_server.domain.budget import Held, change_bytes, filter_bytes
 from sessiontodo_server.domain.errors import LimitExceeded, Unavailable
-from sessiontodo_server.domain.todos import Change, SessionFilter
+from sessiontodo_server.domain.values import Change, SessionFilter
 
 IN_FLIGHT_MESSAGES = 2
 """Messages a stream counts as held by gRPC for a client that has not read them: the one being
@@ -35,11 +36,12 @@ class Subscription:
         self._capacity = capacity
         self._buffered = buffered
         self._pending: deque[Change] = deque()
-        self._waiter: asyncio.Future[bool] | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self.in_flight: deque[int] = deque()
         """The sizes of the last ``IN_FLIGHT_MESSAGES`` messages handed to gRPC."""
+        self.filter_size = filter_bytes(only) if only is not None else 0
         self.lagged = False
         self.closed: Change | Unavailable | None = None
         """Why the subscription ended: the session's removal, or the server shutting down."""
@@ -49,7 +51,7 @@ class Subscription:
         the buffers' share of the memory budget would not ``fit`` it; the hub holds what was buffered."""
         if self.lagged or self.closed:
             return 0
-        self._wake(True)
+        self._wake()
         if fits and len(self._pending) < self._capacity:
             self._pending.append(change)
             return 1
@@ -67,23 +69,30 @@ class Subscription:
         if not self.closed:
             self._release()
             self.lagged = True
-            self._wake(True)
+            self._wake()
 
     def close(self, reason: Change | Unavailable) -> None:
         self.closed = reason
-        self._wake(True)
+        self._wake()
 
-    def _wake(self, readable: bool) -> None:
+    def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(readable)
+            self._waiter.set_result(None)
+
+    def _readable(self) -> bool:
+        return bool(self._pending or self.lagged or self.closed)
 
     async def wait(self, timeout: float) -> bool:
-        """Wait for something to read; False if ``timeout`` passed first.
+        """Wait for something to read; False if ``timeout`` passed first and there is still nothing.
+
+        What is readable is read when the waiter runs again, not when it was woken: a change pushed
+        after the timer woke it, before it ran, must not be taken for silence (a feed's PROGRESS
+        would then cover that change, and the feed drop it as seen).
 
         One timer per subscription, moved on lazily when it fires, rather than one timer per
         wait: at tens of thousands of messages a second, per-wait timers fill the event loop's
         heap with cancelled entries and make every message pay for them."""
-        if self._pending or self.lagged or self.closed:
+        if self._readable():
             return True
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + timeout
@@ -91,9 +100,10 @@ class Subscription:
             self._timer = loop.call_at(self._deadline, self._on_timer)
         self._waiter = loop.create_future()
         try:
-            return await self._waiter
+            await self._waiter
         finally:
             self._waiter = None
+        return self._readable()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -101,7 +111,7 @@ class Subscription:
             return  # not waiting: the next wait arms a timer again
         loop = self._waiter.get_loop()
         if loop.time() >= self._deadline:
-            self._wake(False)
+            self._wake()
         else:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 
@@ -141,6 +151,8 @@ class WatchHub:
         """The changes waiting in any watcher's buffer, each counted once."""
         self.in_flight = 0
         """What streams handed to gRPC that their clients may not have read (``IN_FLIGHT_MESSAGES``)."""
+        self.filters = 0
+        """What the open feeds' filters hold."""
         self._by_session: dict[str, set[Subscription]] = {}
         self._feeds: set[Subscription] = set()
         self._count = 0
@@ -182,8 +194,18 @@ class WatchHub:
         self._by_session.setdefault(session_id, set()).add(subscription)
         return subscription
 
+    @property
+    def held(self) -> int:
+        """Bytes held against the buffers' share: buffered changes, what gRPC holds, feeds' filters."""
+        return self.buffered.bytes + self.in_flight + self.filters
+
     def subscribe_feed(self, only: SessionFilter) -> Subscription:
-        subscription = self._admit(Subscription("", self._buffer_size, self.buffered, only))
+        """A feed; RESOURCE_EXHAUSTED when its filter would take the buffers past their share."""
+        subscription = Subscription("", self._buffer_size, self.buffered, only)
+        if self.held + subscription.filter_size > self._buffer_bytes:
+            raise LimitExceeded("memory", self._buffer_bytes)
+        self._admit(subscription)
+        self.filters += subscription.filter_size
         self._feeds.add(subscription)
         return subscription
 
@@ -192,7 +214,7 @@ class WatchHub:
         client that never reads holds what it was sent, so a stream whose first message would take
         the buffers past their share is refused (RESOURCE_EXHAUSTED) instead of started."""
         size = change_bytes(change)
-        if not subscription.in_flight and self.buffered.bytes + self.in_flight + size > self._buffer_bytes:
+        if not subscription.in_flight and self.held + size > self._buffer_bytes:
             raise LimitExceeded("memory", self._buffer_bytes)
         subscription.in_flight.append(size)
         self.in_flight += size
@@ -207,6 +229,7 @@ class WatchHub:
         if subscription.only is not None:
             if subscription in self._feeds:
                 self._feeds.discard(subscription)
+                self.filters -= subscription.filter_size
                 self._discharge(subscription)
             return
         watchers = self._by_session.get(subscription.session_id)
@@ -230,7 +253,7 @@ class WatchHub:
 
     def _deliver(self, change: Change, subscriptions: Iterable[Subscription]) -> None:
         """One budget check and one hold per change, however many buffers take it."""
-        fits = self.buffered.bytes + self.in_flight + self.buffered.size_if_held(change) <= self._buffer_bytes
+        fits = self.held + self.buffered.size_if_held(change) <= self._buffer_bytes
         if taken := sum(subscription.push(change, fits) for subscription in subscriptions):
             self.buffered.hold(change, taken)
 

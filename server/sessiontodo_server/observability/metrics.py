@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -23,14 +23,13 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from sessiontodo_server.domain import errors
-from sessiontodo_server.domain.batch import BatchWritten, Operation
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Write, WriteContext
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.budget import MemoryBudget
-from sessiontodo_server.domain.mutations import Mutation
 from sessiontodo_server.domain.observer import ConflictReason, ResetReason
 from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import SessionState, TodoStore, Written
-from sessiontodo_server.domain.todos import EVERY_SESSION, Change, Limits, RemovalReason, SessionFilter, SessionInfo
+from sessiontodo_server.domain.values import EVERY_SESSION, Change, RemovalReason, SessionFilter, SessionInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer  # the `tracing` extra
@@ -297,42 +296,13 @@ class InstrumentedStore:
     def feed_position(self) -> int:
         return self._store.feed_position()
 
-    async def write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
+    async def write(self, operation: Write, context: WriteContext) -> Written:
         with self._timed("write"):
-            return await self._store.write(
-                session_id,
-                mutation,
-                expected_revision=expected_revision,
-                request_id=request_id,
-                origin=origin,
-                now=now,
-                limits=limits,
-            )
+            return await self._store.write(operation, context)
 
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
+    async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
         with self._timed("write_batch"):
-            return await self._store.write_batch(
-                operations, request_id=request_id, fingerprint=fingerprint, origin=origin, now=now, limits=limits
-            )
+            return await self._store.write_batch(batch, context)
 
     async def changes_after(self, session_id: str, revision: int) -> list[Change] | None:
         with self._timed("changes_after"):

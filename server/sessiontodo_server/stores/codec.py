@@ -15,7 +15,7 @@ from typing import Any
 
 from sessiontodo_server.domain.batch import BatchWritten, Outcome
 from sessiontodo_server.domain.errors import BatchRequestIdReused
-from sessiontodo_server.domain.todos import Todo, TodoPriority, TodoStatus, frozen
+from sessiontodo_server.domain.values import Todo, TodoPriority, TodoStatus, frozen
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 encode_json = _encoder.encode

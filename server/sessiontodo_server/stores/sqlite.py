@@ -41,7 +41,7 @@ from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, TODO_OVERHEAD, MemoryBudget, list_bytes
 from sessiontodo_server.domain.errors import Unavailable
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, StoreInUseError, StoreStartupError
-from sessiontodo_server.domain.todos import Change, ChangeKind, SessionInfo, Todo, frozen
+from sessiontodo_server.domain.values import Change, ChangeKind, SessionInfo, Todo, frozen
 from sessiontodo_server.stores.codec import (
     decode_outcomes,
     decode_todos,

@@ -502,7 +502,7 @@ def test_the_command_line_needs_an_agent_command(capsys) -> None:
     from sessiontodo_acp.launch import main
 
     with pytest.raises(SystemExit) as exit:
-        main(["--address", "h:1"])
+        main(["--sessiontodo-address", "localhost:1"])
     assert exit.value.code == 2
     assert "give the agent command after --" in capsys.readouterr().err
 
@@ -521,12 +521,16 @@ def test_every_setting_is_a_flag_derived_from_the_settings_model(monkeypatch) ->
 
     monkeypatch.setenv("SESSIONTODO_ACP_RETRY_ATTEMPTS", "3")
     settings = ProxySettings.from_flags(
-        ["--address", "h:1", "--max-line-bytes", "4096", "--retry-deadline", "7", "--agent-exit-timeout", "1"]
+        [
+            *("--sessiontodo-address", "localhost:1", "--max-line-bytes", "4096"),
+            *("--retry-deadline", "7", "--agent-exit-timeout", "1"),
+        ]
     )
-    assert (settings.address, settings.max_line_bytes, settings.retry_deadline) == ("h:1", 4096, 7.0)
+    assert (settings.sessiontodo_address, settings.max_line_bytes) == ("localhost:1", 4096)
+    assert settings.retry_deadline == 7.0
     assert (settings.agent_exit_timeout, settings.retry_attempts) == (1.0, 3)
     assert set(ProxySettings.model_fields) <= {
-        "address",
+        "sessiontodo_address",
         "log_level",
         "agent_exit_timeout",
         "drain_timeout",

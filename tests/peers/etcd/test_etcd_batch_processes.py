@@ -16,7 +16,7 @@ import pytest
 
 from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
-from sessiontodo_server.domain.todos import SessionInfo
+from sessiontodo_server.domain.values import SessionInfo
 from sessiontodo_server.stores.etcd import EtcdStore
 from tests.support import ServerProcess
 from tests.support.etcd_cluster import EtcdCluster

@@ -11,11 +11,11 @@ import pytest
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
-from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Remove, Write
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Create, Operation, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, RevisionMismatch
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos, UpdateTodo
 from sessiontodo_server.domain.store import REQUEST_RETENTION_SECONDS
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, SessionInfo, Todo
 from sessiontodo_server.stores.etcd import EtcdStore
 from sessiontodo_server.stores.etcd.client import EtcdClient
 from sessiontodo_server.stores.etcd.events import revision_of
@@ -27,9 +27,7 @@ LIMITS = Limits()
 
 
 async def _batch(store: EtcdStore, *operations: Operation, request_id: str = "", fingerprint: str = "") -> BatchWritten:
-    return await store.write_batch(
-        operations, request_id=request_id, fingerprint=fingerprint, origin="batch", now=1.0, limits=LIMITS
-    )
+    return await store.write_batch(Batch(operations, fingerprint), WriteContext(request_id, "batch", 1.0, LIMITS))
 
 
 def _add(session_id: str, content: str, expected: int | None = None) -> Write:
@@ -44,13 +42,7 @@ async def _contents(store: EtcdStore, session_id: str) -> list[str]:
 
 async def _replace(store: EtcdStore, session_id: str, content: str) -> Change:
     written = await store.write(
-        session_id,
-        ReplaceTodos((Todo(content, content),)),
-        expected_revision=None,
-        request_id="",
-        origin="racer",
-        now=1.0,
-        limits=LIMITS,
+        Write(session_id, ReplaceTodos((Todo(content, content),))), WriteContext("", "racer", 1.0, LIMITS)
     )
     assert written.change is not None
     return written.change

@@ -10,13 +10,13 @@ from typing import Any
 import grpc
 import pytest
 
+from sessiontodo_common.addresses import redact_url
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_etcd.etcdserverpb import rpc_pb2_grpc as pb_grpc
-from sessiontodo_server.app import open_store
 from sessiontodo_server.domain.budget import MemoryBudget
 from sessiontodo_server.domain.store import StoreStartupError
-from sessiontodo_server.domain.todos import EVERY_SESSION, Change, ChangeKind, RemovalReason, SessionInfo
-from sessiontodo_server.settings import redact_url
+from sessiontodo_server.domain.values import EVERY_SESSION, Change, ChangeKind, RemovalReason, SessionInfo
+from sessiontodo_server.stores.by_url import open_store
 from sessiontodo_server.stores.etcd import EtcdStore, parse_etcd_url, tree
 from sessiontodo_server.stores.etcd import store as etcd_store
 from tests.support import eventually

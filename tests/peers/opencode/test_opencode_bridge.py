@@ -13,7 +13,7 @@ from sessiontodo_client import InvalidArgument, NotFound, Todo, TodoClient
 from sessiontodo_opencode import BusEvent, Subscription, TodoBridge, TodoUpdated
 from sessiontodo_opencode import Todo as OpenCodeTodo
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.todos import TodoDraft
+from sessiontodo_server.domain.values import TodoDraft
 from tests.support import ServerProcess, eventually, free_port
 
 DIRECTORY = "/work/project"

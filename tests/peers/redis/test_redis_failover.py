@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sessiontodo_client import RetryPolicy, TodoClient
-from sessiontodo_server.app import open_store
+from sessiontodo_server.stores.by_url import open_store
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support import ServerProcess, eventually
 from tests.support.fault_run import write_until

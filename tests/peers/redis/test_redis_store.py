@@ -14,10 +14,11 @@ import pytest
 import redis.asyncio
 import redis.exceptions
 
+from sessiontodo_server.domain.batch import Write, WriteContext
 from sessiontodo_server.domain.errors import SessionNotFound, Unavailable
 from sessiontodo_server.domain.mutations import AddTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID
-from sessiontodo_server.domain.todos import EVERY_SESSION, ChangeKind, RemovalReason, SessionInfo, Todo
+from sessiontodo_server.domain.values import EVERY_SESSION, ChangeKind, RemovalReason, SessionInfo, Todo
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support import eventually
 from tests.support.redis_server import RedisServer
@@ -205,7 +206,7 @@ async def test_every_operation_keeps_to_one_cluster_slot(tmp_path: Path) -> None
             await create(store, "parent")
             await create(store, "child", "parent")
             add = AddTodo(Todo("t", "x"), None, True)
-            await store.write("child", add, expected_revision=None, request_id="r", origin="", now=1.0, limits=LIMITS)
+            await store.write(Write("child", add), WriteContext("r", "", 1.0, LIMITS))
             assert await store.changes_after("child", 0) is not None
             assert [s.session_id for s in await store.list_sessions("", 10, EVERY_SESSION)] == ["child", "parent"]
             assert await store.feed_after(0) is not None

@@ -17,7 +17,7 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import ChannelSecurity, NotFound, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
-from sessiontodo_server.domain.todos import SessionFilter, SessionInfo
+from sessiontodo_server.domain.values import SessionFilter, SessionInfo
 from sessiontodo_server.stores.redis import RedisStore
 from tests.support.certificates import auth_toml
 from tests.support.redis_server import RedisServer

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from sessiontodo_client import ChannelSecurity, Todo, TodoClient, TodoStatus
 from sessiontodo_server.app import RunningServer
@@ -87,6 +88,21 @@ async def test_an_invalid_body_is_refused_with_what_is_wrong_and_changes_nothing
     assert answer.status_code == 400
     assert answer.json()["data"]["message"].startswith("body.status: Input should be")
     assert (await client.get_todos("ses_invalid")).todos == []
+
+
+@pytest.mark.parametrize(("field", "value"), [("index", 2**40), ("index", -(2**40)), ("expected_revision", 2**70)])
+async def test_a_number_out_of_its_protobuf_range_is_refused_with_400_and_changes_nothing(
+    http: httpx.AsyncClient, client: TodoClient, field: str, value: int
+) -> None:
+    await client.create_session("ses_range")
+
+    answer = await http.post(
+        "/api/sessions/ses_range/todos", json={"content": "x", "expected_revision": 0, field: value}
+    )
+
+    assert answer.status_code == 400
+    assert answer.json()["data"]["message"].startswith(f"body.{field}: Input should be")
+    assert (await client.get_todos("ses_range")).todos == []
 
 
 async def test_an_unknown_field_is_refused_rather_than_ignored(http: httpx.AsyncClient, client: TodoClient) -> None:

@@ -1,10 +1,18 @@
-"""Sign-in secrets, signed cookies and CSRF tokens (pure: an injected clock, no server)."""
+"""Sign-in secrets, signed cookies, CSRF tokens and the back-off on failed sign-ins (pure: an
+injected clock, no server)."""
 
 from __future__ import annotations
 
 import base64
 
-from sessiontodo_web.auth import Viewers
+from sessiontodo_web.auth import (
+    FREE_FAILURES,
+    GLOBAL_FAILURE_BURST,
+    GLOBAL_FAILURES_PER_SECOND,
+    MAX_CLIENT_WAIT,
+    SignInThrottle,
+    Viewers,
+)
 
 NOW = 1_800_000_000.0
 
@@ -81,3 +89,61 @@ def test_over_https_the_cookie_is_secure_and_host_prefixed() -> None:
 
     assert cookie.startswith("__Host-sessiontodo-web=value; Path=/;")
     assert cookie.endswith("; HttpOnly; SameSite=Strict; Secure")
+
+
+def throttle(now: list[float]) -> SignInThrottle:
+    return SignInThrottle(clock=lambda: now[0])
+
+
+def test_a_client_may_fail_a_few_sign_ins_in_a_row_without_waiting() -> None:
+    limiter = throttle([NOW])
+    for _ in range(FREE_FAILURES):
+        assert limiter.wait("10.0.0.1") == 0
+        limiter.failed("10.0.0.1")
+
+    assert limiter.wait("10.0.0.1") == 0
+
+
+def test_each_further_failure_doubles_the_clients_wait_up_to_the_maximum() -> None:
+    now = [NOW]
+    limiter = throttle(now)
+    for _ in range(FREE_FAILURES):
+        limiter.failed("10.0.0.1")
+    waits = []
+    for _ in range(9):
+        limiter.failed("10.0.0.1")
+        waits.append(limiter.wait("10.0.0.1"))
+        now[0] += waits[-1]
+
+    assert waits == [1, 2, 4, 8, 16, 32, MAX_CLIENT_WAIT, MAX_CLIENT_WAIT, MAX_CLIENT_WAIT]
+
+
+def test_one_clients_failures_do_not_make_another_client_wait() -> None:
+    limiter = throttle([NOW])
+    for _ in range(FREE_FAILURES + 3):
+        limiter.failed("10.0.0.1")
+
+    assert limiter.wait("10.0.0.1") > 0
+    assert limiter.wait("10.0.0.2") == 0
+
+
+def test_a_successful_sign_in_clears_the_clients_failures() -> None:
+    limiter = throttle([NOW])
+    for _ in range(FREE_FAILURES + 1):
+        limiter.failed("10.0.0.1")
+    limiter.succeeded("10.0.0.1")
+    limiter.failed("10.0.0.1")
+
+    assert limiter.wait("10.0.0.1") == 0
+
+
+def test_failures_from_many_clients_make_every_client_wait_past_the_global_burst() -> None:
+    now = [NOW]
+    limiter = throttle(now)
+    for client in range(GLOBAL_FAILURE_BURST):
+        assert limiter.wait(f"10.0.{client}.1") == 0
+        limiter.failed(f"10.0.{client}.1")
+
+    assert limiter.wait("192.0.2.1") == 1 / GLOBAL_FAILURES_PER_SECOND
+    now[0] += 1 / GLOBAL_FAILURES_PER_SECOND
+    assert limiter.wait("192.0.2.1") == 0

@@ -20,6 +20,7 @@ from sessiontodo_client import ChannelSecurity, Todo, TodoClient
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb, Settings
 from sessiontodo_web.app import CONTENT_SECURITY_POLICY
+from sessiontodo_web.auth import FREE_FAILURES
 from tests.peers.web.browser_remote import Page
 from tests.peers.web.web_support import WAIT, LaunchWeb, select_session, session_row, signed_in_http, todo_row
 from tests.support import ROOT
@@ -45,6 +46,21 @@ async def test_a_wrong_token_is_refused_in_the_page(new_page: NewPage, web: Runn
 
     await page.wait_for("#sign-in-error")
     assert await page.cookies() == []
+
+
+async def test_a_client_that_keeps_guessing_is_made_to_wait_even_with_the_right_token(
+    web: RunningWeb, viewer_token: str
+) -> None:
+    async with httpx.AsyncClient(base_url=web.url) as http:
+        refused = [
+            (await http.post("/login", data={"token": f"guess {n}"})).status_code for n in range(FREE_FAILURES + 1)
+        ]
+        answer = await http.post("/login", data={"token": viewer_token})
+
+    assert refused == [401] * (FREE_FAILURES + 1)
+    assert answer.status_code == 429
+    assert answer.headers["retry-after"] == "1"
+    assert "set-cookie" not in answer.headers
 
 
 async def test_the_sign_in_cookie_is_http_only_and_same_site_strict(page: Page) -> None:
@@ -145,6 +161,29 @@ async def test_a_write_without_the_csrf_token_is_refused_and_changes_nothing(
 
     assert answer.status_code == 403
     assert (await client.get_todos("ses_target")).todos == []
+
+
+@pytest.mark.parametrize("method", ["PATCH", "PUT", "DELETE"])
+async def test_every_kind_of_write_without_the_csrf_token_is_refused_and_changes_nothing(
+    web: RunningWeb, viewer_token: str, client: TodoClient, method: str
+) -> None:
+    await client.create_session("ses_target")
+    written = await client.replace_todos("ses_target", [Todo(content="keep"), Todo(content="also")])
+    first, second = (todo.id for todo in written.todos)
+    path, body = {
+        "PATCH": (
+            f"/api/sessions/ses_target/todos/{first}",
+            {"content": "forged", "expected_revision": written.revision},
+        ),
+        "PUT": ("/api/sessions/ses_target/order", {"todo_ids": [second, first], "expected_revision": written.revision}),
+        "DELETE": (f"/api/sessions/ses_target/todos/{first}", {"expected_revision": written.revision}),
+    }[method]
+    async with signed_in_http(web.url, viewer_token) as http:
+        del http.headers["x-csrf-token"]
+        answer = await http.request(method, path, json=body)
+
+    assert answer.status_code == 403
+    assert [todo.content for todo in (await client.get_todos("ses_target")).todos] == ["keep", "also"]
 
 
 async def test_a_write_with_another_sign_ins_csrf_token_is_refused(

@@ -1,13 +1,14 @@
 """A BatchWrite on the etcd store: what its plan reads, and the one Txn that applies it whole.
 
-The batch is planned with the memory store's ``BatchPlan`` (``mutations.apply``'s rules, each
+The batch is planned with the stores' shared ``BatchPlan`` (``mutations.apply``'s rules, each
 operation on the state the ones before it left) on what it read at one revision: the version of
-every session it names, the descendants of those it removes, the removal marks of the ids it
-creates (where their revisions start), the session counters. Its Txn compares all of that — so a
-write another replica committed in between fails the Txn, which changes nothing, and the batch
-is planned again — and puts the last version of each session it changed (``s/ID``, as a single
-write does, with its deadline, parent link, removal mark), the batch record holding every change
-in order (``records.encode_batch``), the session counters and the request id's outcomes.
+every session it touches (``BatchReach``: those it names, the descendants of those it removes),
+the removal marks of the ids it creates (where their revisions start), the session counters. Its
+Txn compares all of that — so a write another replica committed in between fails the Txn, which
+changes nothing, and the batch is planned again — and puts the last version of each session it
+changed (``s/ID``, as a single write does, with its deadline, parent link, removal mark), the
+batch record holding every change in order (``records.encode_batch``), the session counters and
+the request id's outcomes.
 
 etcd takes at most ``--max-txn-ops`` compares, and as many operations, in one Txn (128 by
 default): a session the batch changes costs one of each (a removal up to five operations), so a
@@ -22,10 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
-from sessiontodo_server.domain.batch import Create, Operation, Remove, Write
+from sessiontodo_server.domain.batch import Operation, Write
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import Change, ChangeKind, Limits, RemovalReason, is_global_list
+from sessiontodo_server.domain.values import Change, ChangeKind, Limits, RemovalReason, is_global_list
+from sessiontodo_server.stores.batch_plan import BatchPlan, BatchReach, CreateStep, RemoveStep, plan_on_read
 from sessiontodo_server.stores.etcd import txns
 from sessiontodo_server.stores.etcd.cache import SessionCache, Version
 from sessiontodo_server.stores.etcd.client import EtcdClient
@@ -43,8 +45,6 @@ from sessiontodo_server.stores.etcd.records import (
     encode_record,
 )
 from sessiontodo_server.stores.etcd.tree import count_of
-from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep
-from sessiontodo_server.stores.memory.records import SessionRecord
 
 
 @dataclass
@@ -92,15 +92,12 @@ async def read_batch(
 ) -> BatchReads:
     """What ``operations`` are planned on (and what is remembered under ``request_key``), in one
     round of reads, and one more per level of descendants of the sessions they remove."""
-    reads = BatchReads()
-    creates = sorted({op.session_id for op in operations if isinstance(op, Create)})
-    removes = sorted({op.session_id for op in operations if isinstance(op, Remove)})
-    named = {op.session_id for op in operations}
-    named |= {op.info.parent_id for op in operations if isinstance(op, Create) and op.info.parent_id}
-    sessions, walked = sorted(named), removes
-    tenants = sorted({tenant_of(session_id) for session_id in (*creates, *removes)})
+    reads, reach = BatchReads(), BatchReach(operations)
+    sessions, creates = reach.named, reach.creates
+    tenants = sorted({tenant_of(session_id) for session_id in (*reach.creates, *reach.removes)})
     counted = bool(tenants)
-    while sessions or walked or tenants or counted or request_key:
+    while sessions or reach.walk or tenants or counted or request_key:
+        walked = reach.walk
         requests = [pb.RangeRequest(key=keys.session(session_id)) for session_id in sessions]
         requests += [pb.RangeRequest(key=keys.mark(session_id)) for session_id in creates]
         for session_id in walked:
@@ -118,11 +115,10 @@ async def read_batch(
         for session_id in creates:
             kvs = next(found).kvs
             reads.marks[session_id] = (kvs[0].mod_revision, decode_mark(kvs[0].value).revision + 1) if kvs else (0, 0)
-        descendants: list[str] = []
+        children_found: dict[str, list[str]] = {}
         for session_id in walked:
             prefix = len(keys.children(session_id))
-            reads.children[session_id] = [kv.key[prefix:].decode() for kv in next(found).kvs]
-            descendants += reads.children[session_id]
+            children_found[session_id] = [kv.key[prefix:].decode() for kv in next(found).kvs]
         for tenant in tenants:
             reads.tenants[tenant] = count_of(next(found).kvs)
         if counted:
@@ -132,9 +128,9 @@ async def read_batch(
             if kvs:
                 reads.remembered = kvs[0].value
                 return reads
-        new = sorted(set(descendants) - set(reads.versions))
-        sessions, walked, creates, counted, request_key = new, new, [], False, b""
-        tenants = sorted({tenant_of(session_id) for session_id in new} - set(reads.tenants))
+        sessions, creates, counted, request_key = reach.found(children_found), [], False, b""
+        tenants = sorted({tenant_of(session_id) for session_id in reach.walk} - set(reads.tenants))
+    reads.children = reach.children
     return reads
 
 
@@ -168,22 +164,17 @@ def cached_reads(cache: SessionCache, operations: Sequence[Operation]) -> BatchR
 
 def plan_batch(reads: BatchReads, operations: Sequence[Operation], *, now: float, limits: Limits) -> BatchPlan:
     """``operations`` planned on ``reads``; a failing one raises its error naming its index."""
-    records = {
-        session_id: SessionRecord(
-            version.record.revision,
-            version.record.info,
-            version.record.todos,
-            set(reads.children.get(session_id, ())),
-            tenant=tenant_of(session_id),
-        )
-        for session_id, version in reads.versions.items()
-        if version is not None
-    }
-    starts = {session_id: start for session_id, (_, start) in reads.marks.items()}
-    tenant_sessions = {tenant: count for tenant, (count, _) in reads.tenants.items()}
-    plan = BatchPlan(records, {}, starts, 0, reads.total[0], tenant_sessions, now=now, limits=limits)
-    plan.add_all(operations)
-    return plan
+    return plan_on_read(
+        operations,
+        {session_id: None if v is None else v.record.state(session_id) for session_id, v in reads.versions.items()},
+        reads.children,
+        starts={session_id: start for session_id, (_, start) in reads.marks.items()},
+        floor=0,
+        session_count=reads.total[0],
+        tenant_sessions={tenant: count for tenant, (count, _) in reads.tenants.items()},
+        now=now,
+        limits=limits,
+    )
 
 
 @dataclass(frozen=True, slots=True)

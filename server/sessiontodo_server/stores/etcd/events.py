@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Iterable
 
 from sessiontodo_etcd.mvccpb import kv_pb2
-from sessiontodo_server.domain.todos import Change
+from sessiontodo_server.domain.values import Change
 from sessiontodo_server.stores.etcd.keys import Keys
 from sessiontodo_server.stores.etcd.records import Record, decode_batch, decode_mark, decode_record
 

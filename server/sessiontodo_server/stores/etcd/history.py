@@ -15,7 +15,7 @@ import grpc
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain.errors import Unavailable
-from sessiontodo_server.domain.todos import Change
+from sessiontodo_server.domain.values import Change
 from sessiontodo_server.stores.etcd.cache import Version
 from sessiontodo_server.stores.etcd.client import EtcdClient, unavailable
 from sessiontodo_server.stores.etcd.events import by_revision, changes_of, cursor, revision_of

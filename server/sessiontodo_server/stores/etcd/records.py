@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sessiontodo_server.domain.store import AddResult, SessionState
-from sessiontodo_server.domain.todos import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
+from sessiontodo_server.domain.values import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
 from sessiontodo_server.stores.codec import encode_entries, encode_json, encode_todo, encode_todos, todo_from_fields
 
 _KINDS = {kind.value: kind for kind in ChangeKind}

@@ -29,7 +29,7 @@ import grpc
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain import mutations
-from sessiontodo_server.domain.batch import BatchWritten, Operation
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Write, WriteContext
 from sessiontodo_server.domain.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
 from sessiontodo_server.domain.errors import (
     LimitExceeded,
@@ -39,7 +39,7 @@ from sessiontodo_server.domain.errors import (
     TodoError,
     Unavailable,
 )
-from sessiontodo_server.domain.mutations import AddTodo, Mutation
+from sessiontodo_server.domain.mutations import AddTodo
 from sessiontodo_server.domain.store import (
     GLOBAL_SESSION_ID,
     REQUEST_RETENTION_SECONDS,
@@ -50,11 +50,10 @@ from sessiontodo_server.domain.store import (
     Written,
 )
 from sessiontodo_server.domain.tenancy import SEPARATOR, tenant_of
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
-    Limits,
     RemovalReason,
     SessionFilter,
     SessionInfo,
@@ -491,22 +490,13 @@ class EtcdStore:
 
     # Writes and history
 
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
+    async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
         """Planned on what it reads at one revision and applied by one Txn comparing all of it
         (``batch.py``); when another replica wrote meanwhile, planned again on the new state."""
         turn = self._turns.begin()
         try:
             async with self._calls():
-                written = await self._write_batch(operations, request_id, fingerprint, origin, now, limits, turn.token)
+                written = await self._write_batch(batch, context, turn.token)
                 if written.changes:
                     await self._reached_by_watch(turn)
                     self._publish(turn, written.changes)
@@ -514,18 +504,10 @@ class EtcdStore:
         finally:
             self._turns.end(turn)
 
-    async def _write_batch(
-        self,
-        operations: Sequence[Operation],
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-        token: str,
-    ) -> BatchWritten:
+    async def _write_batch(self, batch: Batch, context: WriteContext, token: str) -> BatchWritten:
         """``write_batch`` on cached versions first (``cached_reads``), refusals and no-ops only from
         versions read now; after a lost compare, on the versions the failed Txn read."""
+        operations, request_id, fingerprint = batch.operations, context.request_id, batch.fingerprint
         request_key = self._keys.batch_request(request_id) if request_id else b""
         reads = cached_reads(self._cache, operations)
         for _ in range(BATCH_ATTEMPTS):
@@ -534,7 +516,7 @@ class EtcdStore:
             if reads.remembered is not None:
                 return replayed_batch(reads.remembered, request_id, fingerprint)
             try:
-                plan = plan_batch(reads, operations, now=now, limits=limits)
+                plan = plan_batch(reads, operations, now=context.now, limits=context.limits)
             except TodoError:
                 if reads.fresh:
                     raise
@@ -551,7 +533,7 @@ class EtcdStore:
                 reads,
                 plan,
                 token=token,
-                origin=origin,
+                origin=context.origin,
                 request_key=request_key,
                 remembered=remembered_batch(fingerprint, outcomes),
                 lease=await self._request_lease() if request_id else 0,
@@ -587,24 +569,12 @@ class EtcdStore:
             self._lease = (await self._client.grant_lease(ttl), now + LEASE_SHARED_SECONDS)
         return self._lease[0]
 
-    async def write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
+    async def write(self, operation: Write, context: WriteContext) -> Written:
         turn = self._turns.begin()
         try:
             async with self._calls():
-                async with self._one_writer(session_id):
-                    written = await self._write(
-                        session_id, mutation, expected_revision, request_id, origin, now, limits, turn.token
-                    )
+                async with self._one_writer(operation.session_id):
+                    written = await self._write(operation, context, turn.token)
                 if written.change is not None:
                     await self._reached_by_watch(turn)
                     self._publish(turn, [written.change])
@@ -626,18 +596,10 @@ class EtcdStore:
             if not writers.count:
                 del self._writers[session_id]
 
-    async def _write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-        token: str,
-    ) -> Written:
+    async def _write(self, operation: Write, context: WriteContext, token: str) -> Written:
         """``write`` against the cached version first; refusals and no-ops only from a version read now."""
+        session_id, mutation, expected_revision = operation.session_id, operation.mutation, operation.expected_revision
+        request_id, now = context.request_id, context.now
         version, remembered = self._cache.get(session_id), None
         fresh = version is None
         if fresh:
@@ -651,7 +613,7 @@ class EtcdStore:
             try:
                 if expected_revision is not None and expected_revision != state.revision:
                     raise RevisionMismatch(session_id, expected_revision, state.revision)
-                applied = mutations.apply(session_id, state.todos, state.info, mutation, limits)
+                applied = mutations.apply(session_id, state.todos, state.info, mutation, context.limits)
             except TodoError:
                 if fresh:
                     raise
@@ -664,7 +626,14 @@ class EtcdStore:
                 continue
             info = replace(applied.info, updated_at=now)
             record = Record(
-                token, state.revision + 1, applied.kind, applied.todo_id, origin, version.revision, info, applied.todos
+                token,
+                state.revision + 1,
+                applied.kind,
+                applied.todo_id,
+                context.origin,
+                version.revision,
+                info,
+                applied.todos,
             )
             result = None
             if isinstance(mutation, AddTodo):

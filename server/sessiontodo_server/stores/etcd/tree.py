@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sessiontodo_etcd.etcdserverpb import rpc_pb2 as pb
 from sessiontodo_etcd.mvccpb import kv_pb2
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import RemovalReason, is_global_list
+from sessiontodo_server.domain.values import RemovalReason, is_global_list
 from sessiontodo_server.stores.etcd import txns
 from sessiontodo_server.stores.etcd.cache import Version
 from sessiontodo_server.stores.etcd.client import EtcdClient

@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sessiontodo_server.domain.todos import Change
+from sessiontodo_server.domain.values import Change
 
 
 @dataclass(eq=False)

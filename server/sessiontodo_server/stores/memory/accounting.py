@@ -8,7 +8,7 @@ from collections import OrderedDict
 from sessiontodo_server.domain.budget import MemoryBudget, list_bytes
 from sessiontodo_server.domain.errors import LimitExceeded
 from sessiontodo_server.domain.store import REQUEST_RETENTION_SECONDS, REQUEST_RETENTION_WRITES, AddResult
-from sessiontodo_server.stores.memory.records import SessionRecord
+from sessiontodo_server.stores.session_record import SessionRecord
 
 REQUEST_BYTES = 160
 """What remembering one request costs beyond its todo's text, for the memory budget."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 
-from sessiontodo_server.stores.memory.records import SessionRecord
+from sessiontodo_server.stores.session_record import SessionRecord
 
 
 class ExpiryQueue:

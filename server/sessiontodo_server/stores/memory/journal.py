@@ -9,7 +9,7 @@ from typing import Protocol
 
 from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.store import AddResult
-from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, SessionInfo, Todo
 from sessiontodo_server.stores.group_commit import Done
 
 

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Mapping
 
 from sessiontodo_server.domain.budget import Held
-from sessiontodo_server.domain.todos import Change
-from sessiontodo_server.stores.memory.records import SessionRecord
+from sessiontodo_server.domain.values import Change
+from sessiontodo_server.stores.session_record import SessionRecord
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import bisect
 import os
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 
 from sessiontodo_server.domain import mutations
-from sessiontodo_server.domain.batch import BatchWritten, Operation
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Write, WriteContext
 from sessiontodo_server.domain.budget import (
     DEFAULT_MEMORY_BUDGET,
     MemoryBudget,
@@ -34,14 +34,13 @@ from sessiontodo_server.domain.errors import (
     RevisionMismatch,
     SessionNotFound,
 )
-from sessiontodo_server.domain.mutations import AddTodo, Mutation
+from sessiontodo_server.domain.mutations import AddTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
-    Limits,
     RemovalReason,
     SessionFilter,
     SessionInfo,
@@ -49,13 +48,13 @@ from sessiontodo_server.domain.todos import (
     is_global_list,
     touched,
 )
+from sessiontodo_server.stores.batch_plan import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
 from sessiontodo_server.stores.memory.accounting import ListsAccount, RequestMemory
-from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
 from sessiontodo_server.stores.memory.batches import RememberedBatches, batch_bytes
 from sessiontodo_server.stores.memory.expiry import ExpiryQueue
 from sessiontodo_server.stores.memory.journal import Journal
-from sessiontodo_server.stores.memory.records import SessionRecord, accepted, durable_state
 from sessiontodo_server.stores.memory.retention import RetainedChanges
+from sessiontodo_server.stores.session_record import SessionRecord, accepted, durable_state
 
 REMOVED_MARKS = 100_000
 """Removed ids whose last revision is remembered, so that re-creating one resumes above it.
@@ -359,59 +358,31 @@ class MemoryStore:
         session = self._sessions.get(session_id)
         return None if session is None else durable_state(session_id, session)
 
-    async def write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
-        session = self._sessions.get(session_id)
-        if session is None or session_id in self._being_removed:
-            raise SessionNotFound(session_id)
+    async def write(self, operation: Write, context: WriteContext) -> Written:
+        session = self._sessions.get(operation.session_id)
+        if session is None or operation.session_id in self._being_removed:
+            raise SessionNotFound(operation.session_id)
         try:
-            return self._accept(
-                session_id,
-                session,
-                mutation,
-                expected_revision=expected_revision,
-                request_id=request_id,
-                origin=origin,
-                now=now,
-                limits=limits,
-            )
+            return self._accept(session, operation, context)
         finally:
             # Every answer, refusals included, rests on the session's accepted state: given once that is durable.
             if session.pending is not None and session.written is not None:
                 await asyncio.shield(session.written)
 
-    def _accept(
-        self,
-        session_id: str,
-        session: SessionRecord,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
+    def _accept(self, session: SessionRecord, operation: Write, context: WriteContext) -> Written:
         """``write`` against the latest accepted state (never awaits, so it is atomic in the loop)."""
+        session_id, mutation, expected_revision = operation.session_id, operation.mutation, operation.expected_revision
+        request_id = context.request_id
         revision, todos, info = accepted(session)
         if request_id and (previous := self._requests.find(session, request_id)) is not None:
             return Written(SessionState(session_id, revision, todos, info), result=previous)
         if expected_revision is not None and expected_revision != revision:
             raise RevisionMismatch(session_id, expected_revision, revision)
-        applied = mutations.apply(session_id, todos, info, mutation, limits)
+        applied = mutations.apply(session_id, todos, info, mutation, context.limits)
         if applied is None:
             return Written(SessionState(session_id, revision, todos, info))
         revision += 1
-        info = touched(applied.info, now)
+        info = touched(applied.info, context.now)
         size = state_bytes(applied.todos, info)
         self._lists.check_growth(session, size)
         self._cursor += 1
@@ -422,7 +393,7 @@ class MemoryStore:
             applied.todos,
             applied.todo_id,
             info,
-            origin,
+            context.origin,
             cursor=self._cursor,
             state_size=size,
         )
@@ -483,17 +454,9 @@ class MemoryStore:
             self._requests.forget_expired(session, now)
         self._expiries.schedule(change.session_id, session)
 
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
+    async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
         await self._settled()  # creations and removals under way are part of the state it builds on
+        request_id, fingerprint, now = context.request_id, batch.fingerprint, context.now
         if request_id and (remembered := self._batches.find(request_id)) is not None:
             if remembered.fingerprint != fingerprint:
                 raise BatchRequestIdReused(request_id.partition("\n")[2])
@@ -506,14 +469,14 @@ class MemoryStore:
             len(self._sessions) + len(self._being_created) - 1,
             self._tenant_sessions,
             now=now,
-            limits=limits,
+            limits=context.limits,
             lists=self._lists,
         )
-        plan.add_all(operations)
+        plan.add_all(batch.operations)
         outcomes = tuple(plan.outcomes)
         remembered_size = self._batches.check_room(outcomes) if request_id else 0
         # Nothing from here on awaits or fails: the batch is accepted whole, in one group commit.
-        changes, written = self._accept_batch(plan.steps, origin)
+        changes, written = self._accept_batch(plan.steps, context.origin)
         if request_id:
             forgotten = self._batches.expired(now)
             self._batches.forget(forgotten)

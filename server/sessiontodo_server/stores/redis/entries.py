@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from sessiontodo_server.domain.store import AddResult, SessionState
-from sessiontodo_server.domain.todos import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
+from sessiontodo_server.domain.values import Change, ChangeKind, RemovalReason, SessionInfo, Todo, frozen
 from sessiontodo_server.stores.codec import todo_from_fields
 
 _KINDS = {kind.value: kind for kind in ChangeKind}

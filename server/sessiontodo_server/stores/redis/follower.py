@@ -23,7 +23,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessiontodo_server.domain.todos import Change, ChangeKind
+from sessiontodo_server.domain.values import Change, ChangeKind
 from sessiontodo_server.stores.redis.entries import decode_entry, entry_cursor
 
 log = logging.getLogger(__name__)

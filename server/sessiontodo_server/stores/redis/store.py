@@ -28,7 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessiontodo_server.domain.batch import BatchWritten, Create, Operation, Remove
+from sessiontodo_server.domain.batch import Batch, BatchWritten, Operation, Write, WriteContext
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
     LimitExceeded,
@@ -41,7 +41,8 @@ from sessiontodo_server.domain.errors import (
 from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import (
+from sessiontodo_server.domain.todos import todo_bytes
+from sessiontodo_server.domain.values import (
     EVERY_SESSION,
     Change,
     ChangeKind,
@@ -51,7 +52,15 @@ from sessiontodo_server.domain.todos import (
     SessionInfo,
     Todo,
     is_global_list,
-    todo_bytes,
+)
+from sessiontodo_server.stores.batch_plan import (
+    BatchPlan,
+    BatchReach,
+    CreateStep,
+    RemoveStep,
+    Step,
+    WriteStep,
+    plan_on_read,
 )
 from sessiontodo_server.stores.codec import (
     encode_entries,
@@ -61,8 +70,6 @@ from sessiontodo_server.stores.codec import (
     replayed_batch,
     todo_from_fields,
 )
-from sessiontodo_server.stores.memory.batch import BatchPlan, CreateStep, RemoveStep, Step, WriteStep
-from sessiontodo_server.stores.memory.records import SessionRecord
 from sessiontodo_server.stores.redis.entries import as_text, decode_entry, decode_result, decode_state, entry_cursor
 from sessiontodo_server.stores.redis.follower import READ_BATCH, Follower, Woken
 from sessiontodo_server.stores.redis.keys import parse_redis_url
@@ -330,22 +337,23 @@ class RedisStore:
 
     # Writes and history
 
-    async def write(
-        self,
-        session_id: str,
-        mutation: Mutation,
-        *,
-        expected_revision: int | None,
-        request_id: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> Written:
-        operation, *operands = _operation(mutation)
+    async def write(self, operation: Write, context: WriteContext) -> Written:
+        session_id, mutation, expected_revision = operation.session_id, operation.mutation, operation.expected_revision
+        script_operation, *operands = _operation(mutation)
         expected = "" if expected_revision is None else str(expected_revision)
         fingerprint = mutation.fingerprint if isinstance(mutation, AddTodo) else ""
-        header = encode_json([session_id, operation, expected, request_id, origin, repr(float(now)), fingerprint])
-        args = self._args(header, _limits(limits), *operands)
+        header = encode_json(
+            [
+                session_id,
+                script_operation,
+                expected,
+                context.request_id,
+                context.origin,
+                repr(float(context.now)),
+                fingerprint,
+            ]
+        )
+        args = self._args(header, _limits(context.limits), *operands)
         try:  # what _reachable() does, spelled out on the hottest path
             async with asyncio.timeout(self._timeout):
                 reply = await self._committed(self._scripts.write, args)
@@ -366,31 +374,23 @@ class RedisStore:
             return Written(decode_state(session_id, reply[1]))
         if outcome == "request":
             return Written(decode_state(session_id, reply[2]), result=decode_result(reply[1]))
-        raise _refusal(session_id, mutation, expected_revision, limits, outcome, reply)
+        raise _refusal(session_id, mutation, expected_revision, context.limits, outcome, reply)
 
-    async def write_batch(
-        self,
-        operations: Sequence[Operation],
-        *,
-        request_id: str,
-        fingerprint: str,
-        origin: str,
-        now: float,
-        limits: Limits,
-    ) -> BatchWritten:
-        """Planned here with ``mutations.apply``'s rules (as the memory store plans it) on the state
-        read from Redis, then applied whole by one script if that state still holds; when another
-        writer came first, planned again."""
+    async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
+        """Planned here with ``mutations.apply``'s rules (``batch_plan``, as every store plans a
+        batch) on the state read from Redis, then applied whole by one script if that state still
+        holds; when another writer came first, planned again."""
+        request_id, fingerprint = context.request_id, batch.fingerprint
         for _ in range(_BATCH_ATTEMPTS):
             async with self._reachable():
                 if request_id and (remembered := await self._redis.get(self._batch_key(request_id))) is not None:
                     return replayed_batch(remembered, request_id, fingerprint)
-                plan, read, count = await self._plan(operations, now, limits)
+                plan, read, count = await self._plan(batch.operations, context.now, context.limits)
                 outcomes = tuple(plan.outcomes)
                 arguments = self._args(
                     request_id,
                     remembered_batch(fingerprint, outcomes),
-                    origin,
+                    context.origin,
                     encode_json(read),
                     encode_json(count),
                     encode_json(_steps(plan.steps)),
@@ -412,51 +412,41 @@ class RedisStore:
     async def _plan(
         self, operations: Sequence[Operation], now: float, limits: Limits
     ) -> tuple[BatchPlan, list[list[Any]], list[Any]]:
-        """The batch planned on the sessions it names as they are now; what it read (for the
+        """The batch planned on the sessions it touches (``BatchReach``) as they are now; what it read (for the
         script to check), and the session counts it planned on: in all (-1 when it creates none)
         and of each tenant it creates sessions of."""
-        named = {op.session_id for op in operations}
-        named |= {op.info.parent_id for op in operations if isinstance(op, Create) and op.info.parent_id}
-        children: dict[str, list[str]] = {}
-        walk = [op.session_id for op in operations if isinstance(op, Remove)]
-        for session_id in walk:  # grows while walked: every descendant of a removed session
-            pairs = await self._redis.zrangebylex(self._children, f"[{session_id} ", f"({session_id}!")
-            children[session_id] = [as_text(pair)[len(session_id) + 1 :] for pair in pairs]
-            walk += [child for child in children[session_id] if child not in children]
-            named.update(children[session_id])
-        ids = sorted(named)
+        reach = BatchReach(operations)
+        while reach.walk:  # every descendant of a removed session, a level at a time
+            found = {}
+            for session_id in reach.walk:
+                pairs = await self._redis.zrangebylex(self._children, f"[{session_id} ", f"({session_id}!")
+                found[session_id] = [as_text(pair)[len(session_id) + 1 :] for pair in pairs]
+            reach.found(found)
+        ids = reach.sessions
         states = dict(zip(ids, await self._read(ids), strict=True))
         absent = [session_id for session_id, state in states.items() if state is None]
         marks = dict(zip(absent, await self._redis.zmscore(self._marks, absent), strict=True)) if absent else {}
         floor = int(await self._redis.hget(self._counters, "floor") or 0)
-        creates = any(isinstance(op, Create) for op in operations)
-        count = await self.session_count() if creates else -1
-        tenants = sorted({tenant_of(op.session_id) for op in operations if isinstance(op, Create)})
+        count = await self.session_count() if reach.creates else -1
+        tenants = sorted({tenant_of(session_id) for session_id in reach.creates})
         tenant_sessions = {tenant: int(await self._redis.zcard(self._tenant_index(tenant))) for tenant in tenants}
-        records = {
-            session_id: SessionRecord(
-                state.revision, state.info, state.todos, set(children.get(session_id, ())), tenant=tenant_of(session_id)
-            )
-            for session_id, state in states.items()
-            if state is not None
-        }
-        plan = BatchPlan(
-            records,
-            {},
-            {session_id: int(mark) for session_id, mark in marks.items() if mark is not None},
-            floor,
-            max(count, 0),
-            tenant_sessions,
+        plan = plan_on_read(
+            operations,
+            states,
+            reach.children,
+            starts={session_id: int(mark) for session_id, mark in marks.items() if mark is not None},
+            floor=floor,
+            session_count=max(count, 0),
+            tenant_sessions=tenant_sessions,
             now=now,
             limits=limits,
         )
-        plan.add_all(operations)
         starts = {step.session_id: step.revision for step in plan.steps if isinstance(step, CreateStep)}
         read = [
             [
                 session_id,
                 -1 if state is None else state.revision,
-                len(children[session_id]) if session_id in children else -1,
+                len(reach.children[session_id]) if session_id in reach.children else -1,
                 starts.get(session_id, -1) if state is None else -1,
             ]
             for session_id, state in states.items()

@@ -1,12 +1,17 @@
-"""A batch planned before anything of it is applied: every operation is checked against the state
-the ones before it left (kept here, staged, never in the store), so a failing one leaves the store
-untouched; the plan's steps are then applied together, without awaiting in between (the memory
-store), or in one script or Txn that first checks the state read still holds (Redis, etcd)."""
+"""A batch planned before anything of it is applied, the same for every store.
+
+Every operation is checked against the state the ones before it left (kept here, staged, never
+in the store), so a failing one leaves the store untouched; the plan's steps are then applied
+together, without awaiting in between (the memory store), or in one script or Txn that first
+checks the state read still holds (Redis, etcd). What a networked store reads to plan on —
+which sessions the batch touches — is ``BatchReach``'s to say.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sessiontodo_server.domain import mutations
 from sessiontodo_server.domain.batch import Create, Operation, Outcome, Remove, Write, at_write
@@ -19,10 +24,16 @@ from sessiontodo_server.domain.errors import (
     TodoError,
 )
 from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.domain.store import SessionState
 from sessiontodo_server.domain.tenancy import tenant_of
-from sessiontodo_server.domain.todos import ChangeKind, Limits, SessionInfo, Todo, is_global_list, touched
-from sessiontodo_server.stores.memory.accounting import ListsAccount
-from sessiontodo_server.stores.memory.records import SessionRecord, accepted
+from sessiontodo_server.domain.values import ChangeKind, Limits, SessionInfo, Todo, is_global_list, touched
+from sessiontodo_server.stores.session_record import SessionRecord, accepted
+
+
+class GrowthCheck(Protocol):
+    """What refuses a batch growing the lists past the memory budget (the memory store's ``ListsAccount``)."""
+
+    def check_batch_growth(self, tenant: str, growth: int, tenant_growth: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -84,7 +95,7 @@ class BatchPlan:
         *,
         now: float,
         limits: Limits,
-        lists: ListsAccount | None = None,
+        lists: GrowthCheck | None = None,
     ) -> None:
         """``tenant_sessions``: the session count of each tenant the batch may create or remove
         sessions of; ``lists``: the memory budget growth is checked against (None: a store that
@@ -242,3 +253,73 @@ def _outcome(
     if todo_id:  # an update's todo as it stands (a removed one is gone)
         return Outcome(revision, changed, next((todo for todo in todos if todo.id == todo_id), None))
     return Outcome(revision, changed)
+
+
+class BatchReach:
+    """Which sessions a batch touches, for a store that reads them before it plans (Redis, etcd):
+    the ones it names, the parents of the ones it creates, and every descendant of the ones it
+    removes. The descendants are found a level at a time, each store reading children its own way:
+    it reads the children of every session in ``walk`` and hands them to ``found``."""
+
+    def __init__(self, operations: Sequence[Operation]) -> None:
+        self.creates = sorted({op.session_id for op in operations if isinstance(op, Create)})
+        """The ids the batch creates."""
+        self.removes = sorted({op.session_id for op in operations if isinstance(op, Remove)})
+        """The ids the batch removes (with their descendants)."""
+        named = {op.session_id for op in operations}
+        named |= {op.info.parent_id for op in operations if isinstance(op, Create) and op.info.parent_id}
+        self.named = sorted(named)
+        """The sessions the batch names, and the parents of the ones it creates."""
+        self.children: dict[str, list[str]] = {}
+        """The children of every session walked: each one the batch may remove."""
+        self.walk: list[str] = list(self.removes)
+        """The sessions whose children are to be read next."""
+        self._touched = set(named)
+
+    @property
+    def sessions(self) -> list[str]:
+        """Every session found so far: the named ones and the descendants found."""
+        return sorted(self._touched)
+
+    def found(self, children: Mapping[str, list[str]]) -> list[str]:
+        """Record the children read of the sessions in ``walk``, which becomes the next level (every
+        child not walked yet); returns the sessions this touches that were not touched before."""
+        self.children.update(children)
+        level = {child for kids in children.values() for child in kids}
+        self.walk = sorted(level - self.children.keys())
+        new = sorted(level - self._touched)
+        self._touched.update(new)
+        return new
+
+
+def plan_on_read(
+    operations: Sequence[Operation],
+    states: Mapping[str, SessionState | None],
+    children: Mapping[str, Sequence[str]],
+    *,
+    starts: Mapping[str, int],
+    floor: int,
+    session_count: int,
+    tenant_sessions: Mapping[str, int],
+    now: float,
+    limits: Limits,
+) -> BatchPlan:
+    """``operations`` planned on the sessions a store read (``states``, None for one that does not
+    exist; ``children``: those of each session the batch may remove); a failing one raises its
+    error naming its index. ``starts``: the revision a re-created id starts at (the rest start at
+    ``floor``); ``session_count`` and ``tenant_sessions``: the session counts the limits are
+    checked on."""
+    records = {
+        session_id: SessionRecord(
+            state.revision,
+            state.info,
+            state.todos,
+            set(children.get(session_id, ())),
+            tenant=tenant_of(session_id),
+        )
+        for session_id, state in states.items()
+        if state is not None
+    }
+    plan = BatchPlan(records, {}, starts, floor, session_count, tenant_sessions, now=now, limits=limits)
+    plan.add_all(operations)
+    return plan

@@ -1,4 +1,8 @@
-"""A session as the memory store holds it: its durable state, what is pending, and its bookkeeping."""
+"""A session held in this process: its durable state, what is pending, and its bookkeeping.
+
+The memory store keeps one per session; Redis and etcd make them from what they read, to plan a
+batch on (``batch_plan``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from sessiontodo_server.domain.store import AddResult, SessionState
-from sessiontodo_server.domain.todos import Change, SessionInfo, Todo
+from sessiontodo_server.domain.values import Change, SessionInfo, Todo
 
 
 @dataclass(slots=True)
