@@ -37,7 +37,10 @@ async def serve(settings: Settings) -> None:
             task.cancel()
         await asyncio.gather(running, stop, return_exceptions=True)
         if running in done:
-            running.result()  # the bridge only ends by failing: say why
+            try:
+                running.result()  # the bridge only ends by failing: say why
+            except ExceptionGroup as failed:  # its followers' task group: the first failure is the story
+                raise failed.exceptions[0] from None
 
 
 def _run(settings: Settings) -> None:
@@ -50,6 +53,7 @@ def _run(settings: Settings) -> None:
 def main() -> None:
     settings = parse_settings(Settings, sys.argv[1:], prog=PROG, groups=GROUPS, examples=EXAMPLES)
     log_to_stderr(settings.log_level)
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change otherwise
     run_command(PROG, lambda: _run(settings), log_level=settings.log_level)
 
 

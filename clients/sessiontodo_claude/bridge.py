@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessiontodo_claude.folder import TaskFolder
+from sessiontodo_claude.folder import LockTimeout, TaskFolder
 from sessiontodo_claude.mapping import (
     SOURCE_KEY,
     TASK_ID_KEY,
@@ -59,6 +59,8 @@ from sessiontodo_client import (
     InvalidArgument,
     NotFound,
     RemoveTodoWrite,
+    RetryPolicy,
+    ServiceError,
     Todo,
     TodoClient,
     TodoList,
@@ -98,12 +100,14 @@ class ClaudeBridge:
         list_id: str,
         state_path: Path,
         source: str = "",
+        retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self._client = client
         self._folder = folder
         self._session_id = session_id
         self._list_id = list_id
         self._state_path = state_path
+        self._retry = retry
         self._source = source or f"{socket.gethostname()}:{folder.path.resolve()}"
         self._state = BridgeState(session_id)
         self._service: TodoList | None = None
@@ -150,6 +154,7 @@ class ClaudeBridge:
             await self._ensure_session()
 
     async def _sync(self) -> None:
+        failures = 0
         while True:
             noticed = [await self._queue.get()]
             while not self._queue.empty():
@@ -164,7 +169,15 @@ class ClaudeBridge:
                     self._service = item.todos
             if self._service is None or self._service.revision < self._written_revision:
                 continue  # the watch has not caught up with the bridge's own write yet: its message will come
-            await self._pass_until_settled(prefer)
+            try:
+                await self._pass_until_settled(prefer)
+                failures = 0
+            except (ServiceError, LockTimeout, OSError) as error:  # sessiontodo down, a lock held, a disk full
+                delay = self._retry.delay(failures)
+                failures += 1
+                log.warning("a pass failed (%s); trying again in %.1f s", str(error) or type(error).__name__, delay)
+                await asyncio.sleep(delay)
+                self._queue.put_nowait(_Noticed(prefer))
 
     def _forget_session(self) -> None:
         """A removed session deletes no task: every task is carried again to the session made anew."""

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,9 @@ class ClaudeCode:
         """Have the model call ``steps`` in order (the Task tools are loaded first, once); returns the text of
         every tool result of this prompt, in order, the tool search's left out."""
         process = self._process
-        assert process is not None and process.stdin is not None and process.stdout is not None
+        assert process is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
         script = steps if self._tools_loaded else (SELECT_TASK_TOOLS, *steps)
         message = {"type": "user", "message": {"role": "user", "content": steps_prompt(*script)}}
         process.stdin.write(json.dumps(message).encode() + b"\n")
@@ -132,6 +135,17 @@ def _result_text(block: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
+
+
+LISTED = re.compile(
+    r"#(?P<id>\d+) \[(?P<status>\w+)\] (?P<subject>.+?)(?: \((?P<owner>[^)]*)\))?(?: \[blocked by [^]]*\])?$"
+)
+
+
+def listed_subjects(task_list: str) -> dict[str, str]:
+    """Subject → status of each line of what TaskList answered."""
+    matches = [LISTED.match(line) for line in task_list.splitlines()]
+    return {match["subject"]: match["status"] for match in matches if match}
 
 
 def task_files(folder: Path) -> dict[str, dict[str, Any]]:
