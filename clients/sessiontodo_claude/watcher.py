@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import watchfiles
 
@@ -22,7 +23,7 @@ def _task_file(change: watchfiles.Change, path: str) -> bool:
     return task_id_of(os.path.basename(path)) is not None
 
 
-async def changed_task_ids(folder: os.PathLike[str], stop: asyncio.Event | None = None) -> AsyncIterator[set[str]]:
+async def changed_task_ids(folder: Path, stop: asyncio.Event | None = None) -> AsyncIterator[set[str]]:
     """The ids of the task files added, changed or removed in ``folder``, a batch at a time, until ``stop``.
     The folder must exist; a batch only says which ids to read again."""
     async for changes in watchfiles.awatch(

@@ -16,7 +16,7 @@ from sessiontodo_claude.tasks import NotATask, Task, task_id_of
 
 
 def write_task(folder: Path, task_id: str, **fields: object) -> None:
-    document = {"id": task_id, "subject": f"Task {task_id}", "description": "", "status": "pending"}
+    document: dict[str, object] = {"id": task_id, "subject": f"Task {task_id}", "description": "", "status": "pending"}
     document |= {"blocks": [], "blockedBy": []} | fields
     (folder / f"{task_id}.json").write_text(json.dumps(document, indent=2))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,7 +81,11 @@ def _events(request: Mapping[str, Any], number: int) -> Iterator[tuple[str, dict
         "model": str(request.get("model") or "stub-model"),
         "stop_sequence": None,
     }
-    start = head | {"content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+    start: dict[str, Any] = head | {
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1},
+    }
     yield "message_start", {"type": "message_start", "message": start}
     if step is None:
         block: dict[str, Any] = {"type": "text", "text": ""}
@@ -122,6 +127,9 @@ class _Handler(BaseHTTPRequestHandler):
         for name, data in _events(request, number):
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
+        step = next_step(request)
+        if step is not None:
+            self.server.answered.append((step, time.time()))
 
     def _json(self, status: int, body: object) -> None:
         content = json.dumps(body).encode()
@@ -138,6 +146,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
+        self.answered: list[tuple[Step, float]] = []
         self._lock = threading.Lock()
 
     def record(self, request: dict[str, Any]) -> int:
@@ -161,6 +170,11 @@ class StubAnthropic:
     @property
     def requests(self) -> Sequence[dict[str, Any]]:
         return list(self._server.requests)
+
+    @property
+    def answered(self) -> Sequence[tuple[Step, float]]:
+        """Every tool call sent, with the time (``time.time()``) its answer was written whole."""
+        return list(self._server.answered)
 
     def __enter__(self) -> StubAnthropic:
         self._thread.start()

@@ -143,7 +143,7 @@ async def test_one_task_edited_from_both_sides_at_once_ends_the_same_on_both(
         async def agreed() -> bool:
             (now,) = (await client.get_todos(SESSION)).todos
             task = task_files(claude.folder)["1"]
-            return (now.content, now.status.value, now.owner) == (task["subject"], task["status"], task.get("owner"))
+            return (now.content, str(now.status), now.owner) == (task["subject"], task["status"], task.get("owner"))
 
         await eventually(agreed)
         await asyncio.sleep(0.3)  # no late write undoes it
