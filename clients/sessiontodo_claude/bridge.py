@@ -236,10 +236,14 @@ class ClaudeBridge:
             else:
                 agreed.pop(todo_id)
 
+        orphans = [
+            (todo_id, tasks[task_id]) for todo_id, task_id in pairs.items() if todo_id not in todos and task_id in tasks
+        ]
+        for todo_id, _ in orphans:  # named todos sessiontodo never had, as far as the bridge knows: made again
+            del pairs[todo_id]
         task_to_todo = {task_id: todo_id for todo_id, task_id in pairs.items()}
         created: dict[str, Item] = {}
-        for task in new_tasks:
-            todo_id = f"todo_{uuid.uuid4().hex[:16]}"
+        for todo_id, task in [*orphans, *((f"todo_{uuid.uuid4().hex[:16]}", task) for task in new_tasks)]:
             task_to_todo[task.id] = todo_id
             pairs[todo_id] = task.id
             item = item_from_task(task, {})

@@ -5,6 +5,7 @@ travel both ways, and two Claude homes share one list through one sessiontodo.""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -170,3 +171,46 @@ async def _count(client: TodoClient, expected: int, session_id: str = SESSION) -
 
 def _owned(folder: Path) -> bool:
     return task_files(folder).get("1", {}).get("owner") == "alice"
+
+
+async def test_a_removed_session_deletes_no_task_and_is_filled_again_from_them(
+    tmp_path: Path, anthropic: StubAnthropic, client: TodoClient
+) -> None:
+    async with ClaudeCode(tmp_path / "home", anthropic, "parser") as claude, bridged(client, claude):
+        await claude.run(
+            ("TaskCreate", {"subject": "Write parser", "description": ""}),
+            ("TaskCreate", {"subject": "Test parser", "description": ""}),
+            ("TaskUpdate", {"taskId": "2", "addBlockedBy": ["1"]}),
+        )
+        await eventually(lambda: _count(client, 2))
+        before = await todos_of(client)
+        await client.remove_session(SESSION)
+        await eventually(lambda: _count(client, 2))
+        after = await todos_of(client)
+        listed = await claude.task_list()
+
+    assert {content: todo.id for content, todo in after.items()} == {
+        content: todo.id for content, todo in before.items()
+    }
+    assert after["Test parser"].blocked_by == [after["Write parser"].id]
+    assert listed.splitlines() == ["#1 [pending] Write parser", "#2 [pending] Test parser [blocked by #1]"]
+
+
+async def test_a_todo_made_just_before_a_crash_is_found_again_not_made_twice(
+    tmp_path: Path, anthropic: StubAnthropic, client: TodoClient
+) -> None:
+    """The bridge died between AddTodo and noting the todo's id in the task (no state either)."""
+    async with ClaudeCode(tmp_path / "home", anthropic, "parser") as claude:
+        await claude.run(("TaskCreate", {"subject": "Write parser", "description": ""}))
+    folder = TaskFolder(claude.folder)
+    source = f"{socket.gethostname()}:{claude.folder.resolve()}"
+    await client.create_session(SESSION)
+    made = await client.add_todo(
+        SESSION, Todo(content="Write parser", metadata={"claude.task_id": "1", "claude.source": source})
+    )
+    async with bridged(client, claude):
+        await eventually(lambda: bool(task_files(claude.folder)["1"].get("metadata")))
+        todos = (await client.get_todos(SESSION)).todos
+    assert [todo.id for todo in todos] == [made.todo.id]
+    assert (await folder.read("1")) is not None
+    assert task_files(claude.folder)["1"]["metadata"] == {"sessiontodo.todo_id": made.todo.id}
