@@ -19,12 +19,14 @@ import contextlib
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # the CLI harness and stub of the Claude Code tests
 
 from report import median, percentile  # noqa: E402
+from sessiontodo_claude.watcher import changed_task_ids  # noqa: E402
 from sessiontodo_client import TodoClient  # noqa: E402
 from tests.peers.claude_code.claude_cli import ClaudeCode  # noqa: E402
 from tests.peers.claude_code.stub_anthropic import Step, StubAnthropic  # noqa: E402
@@ -46,9 +48,18 @@ def steps(samples: int) -> list[Step]:
     return script
 
 
-async def measure(samples: int) -> list[float]:
-    """Milliseconds from each tool call to the first watch message showing it."""
+@dataclass(frozen=True)
+class Sample:
+    """One tool call's milliseconds: to the first watch message showing it, and to the first change of its
+    task's file this process noticed (inotify too, so Claude's share and the bridge's can be told apart)."""
+
+    to_watch: float
+    to_file: float
+
+
+async def measure(samples: int) -> list[Sample]:
     seen: dict[str, float] = {}
+    file_changes: list[tuple[float, set[str]]] = []
     with tempfile.TemporaryDirectory() as scratch, ServerProcess("--store", "memory://") as server:
         home = Path(scratch) / "home"
         with StubAnthropic() as api:
@@ -75,30 +86,48 @@ async def measure(samples: int) -> list[float]:
                             if len(seen) >= samples:
                                 all_seen.set()
 
+                    async def follow_files() -> None:
+                        claude.folder.mkdir(parents=True, exist_ok=True)
+                        async for ids in changed_task_ids(claude.folder):
+                            file_changes.append((time.time(), ids))
+
                     watching = asyncio.create_task(watch())
+                    following = asyncio.create_task(follow_files())
                     script = steps(samples)
                     for start in range(0, len(script), STEPS_PER_PROMPT):
                         await claude.run(*script[start : start + STEPS_PER_PROMPT])
                     with contextlib.suppress(TimeoutError):  # a create renamed in the same pass is never shown
                         await asyncio.wait_for(all_seen.wait(), 10)
                     watching.cancel()
+                    following.cancel()
                     answered = [(step, at) for step, at in api.answered if step[0] in ("TaskCreate", "TaskUpdate")]
             finally:
                 bridge.terminate()
                 await bridge.wait()
-    subjects = {str(arguments["subject"]): at for (_, arguments), at in answered}
-    return [(seen[subject] - at) * 1000 for subject, at in subjects.items() if subject in seen]
+    measured: list[Sample] = []
+    for number, ((_, arguments), at) in enumerate(answered, start=1):
+        subject = str(arguments["subject"])
+        task_id = str((number + 1) // 2)
+        written = next((when for when, ids in file_changes if when >= at and task_id in ids), None)
+        if subject in seen and written is not None:
+            measured.append(Sample(to_watch=(seen[subject] - at) * 1000, to_file=(written - at) * 1000))
+    return measured
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args()
-    latencies = asyncio.run(measure(args.samples))
-    print(
-        f"Claude Code tool call -> WatchTodos, {len(latencies)} of {args.samples} samples: "
-        f"p50 {median(latencies):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms"
-    )
+    measured = asyncio.run(measure(args.samples))
+    for name, values in (
+        ("tool call -> WatchTodos message", [sample.to_watch for sample in measured]),
+        ("tool call -> task file written (Claude's share)", [sample.to_file for sample in measured]),
+        ("task file written -> WatchTodos message (the bridge's)", [s.to_watch - s.to_file for s in measured]),
+    ):
+        print(
+            f"{name}: p50 {median(values):.1f} ms, p99 {percentile(values, 0.99):.1f} ms, "
+            f"max {max(values):.1f} ms ({len(values)} of {args.samples} samples)"
+        )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -14,9 +14,11 @@ import pytest
 
 from sessiontodo_claude import ORIGIN, ClaudeBridge, TaskFolder
 from sessiontodo_client import ChangeKind, Todo, TodoClient, TodoStatus
+from sessiontodo_server.app import RunningServer
 from tests.peers.claude_code.claude_cli import ClaudeCode, task_files
 from tests.peers.claude_code.stub_anthropic import StubAnthropic
 from tests.support import eventually
+from tests.support.etcd_cluster import EtcdCluster
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -141,11 +143,27 @@ async def test_a_task_claude_deletes_is_removed_from_sessiontodo(
 async def test_two_claude_homes_share_one_list_through_sessiontodo(
     tmp_path: Path, anthropic: StubAnthropic, client: TodoClient
 ) -> None:
+    await two_machines_share_one_list(tmp_path, anthropic, client, client)
+
+
+@pytest.mark.etcd
+async def test_two_claude_homes_share_one_list_through_two_replicas_over_etcd(
+    tmp_path: Path, anthropic: StubAnthropic, etcd: EtcdCluster, start: Callable[..., Awaitable[RunningServer]]
+) -> None:
+    first, second = await start(store=etcd.url()), await start(store=etcd.url())
+    async with TodoClient.connect(first.address) as to_first, TodoClient.connect(second.address) as to_second:
+        await two_machines_share_one_list(tmp_path, anthropic, to_first, to_second)
+
+
+async def two_machines_share_one_list(
+    tmp_path: Path, anthropic: StubAnthropic, client_a: TodoClient, client_b: TodoClient
+) -> None:
+    """Claude A creates tasks, B lists them at its next TaskList; B takes one, A's TaskList shows B's name."""
     async with (
         ClaudeCode(tmp_path / "machine-a", anthropic, "team") as alice,
         ClaudeCode(tmp_path / "machine-b", anthropic, "team") as bob,
-        bridged(client, alice, session_id="claude-team"),
-        bridged(client, bob, session_id="claude-team"),
+        bridged(client_a, alice, session_id="claude-team"),
+        bridged(client_b, bob, session_id="claude-team"),
     ):
         await alice.run(
             ("TaskCreate", {"subject": "Write parser", "description": "Tokens first"}),
