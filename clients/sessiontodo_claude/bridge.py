@@ -121,7 +121,6 @@ class ClaudeBridge:
     async def run(self) -> None:
         """Follow both sides until cancelled."""
         self._state = load_state(self._state_path, self._session_id)
-        await self._ensure_session()
         self._folder.ensure()
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._follow_folder())
@@ -142,16 +141,29 @@ class ClaudeBridge:
             await asyncio.sleep(0.1)
 
     async def _follow_session(self) -> None:
+        """The session's changes, each with its whole list; a session removed (or lost with a store that keeps
+        nothing) is made again, and the tasks fill it again."""
+        failures = 0
         while True:
-            async for event in self._client.watch(self._session_id):
-                if event.kind is ChangeKind.SESSION_REMOVED:
-                    self._queue.put_nowait(_Noticed("sessiontodo", session_gone=True))
-                elif event.kind is not ChangeKind.PROGRESS:
-                    self._queue.put_nowait(
-                        _Noticed("sessiontodo", TodoList(todos=event.todos, revision=event.revision))
-                    )
-            log.warning("session %s was removed; creating it again from the task list", self._session_id)
-            await self._ensure_session()
+            try:
+                await self._ensure_session()
+                async for event in self._client.watch(self._session_id):
+                    failures = 0
+                    if event.kind is ChangeKind.SESSION_REMOVED:
+                        break
+                    if event.kind is not ChangeKind.PROGRESS:
+                        listed = TodoList(todos=event.todos, revision=event.revision)
+                        self._queue.put_nowait(_Noticed("sessiontodo", listed))
+            except NotFound:
+                pass
+            except ServiceError as error:  # the client retried UNAVAILABLE already: say so, and go on trying
+                delay = self._retry.delay(failures)
+                failures += 1
+                log.warning("watching session %s failed (%s); again in %.1f s", self._session_id, error, delay)
+                await asyncio.sleep(delay)
+                continue
+            log.warning("session %s is gone; making it again from the task list", self._session_id)
+            self._queue.put_nowait(_Noticed("sessiontodo", session_gone=True))
 
     async def _sync(self) -> None:
         failures = 0

@@ -106,10 +106,12 @@ async def _count(client: TodoClient, expected: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("keeps", ["sqlite", "nothing"])
 async def test_what_claude_does_while_sessiontodo_restarts_reaches_it_once_it_is_back(
-    tmp_path: Path, anthropic: StubAnthropic
+    tmp_path: Path, anthropic: StubAnthropic, keeps: str
 ) -> None:
-    store = f"sqlite:///{tmp_path / 'todos.db'}"
+    """Also from a store that keeps nothing: the session is made again and filled from the tasks."""
+    store = f"sqlite:///{tmp_path / 'todos.db'}" if keeps == "sqlite" else "memory://"
     with ServerProcess("--store", store) as server:
         async with (
             TodoClient.connect(server.address) as client,
