@@ -29,7 +29,7 @@ import logging
 import socket
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sessiontodo_claude.folder import LockTimeout, TaskFolder
@@ -83,9 +83,30 @@ _REFUSED = (InvalidArgument, NotFound, FailedPrecondition)
 
 @dataclass(frozen=True)
 class _Noticed:
+    """What a follower saw: a change on one side, with the newest list when it is sessiontodo's."""
+
     side: Side
     todos: TodoList | None = None
     session_gone: bool = False
+
+
+@dataclass
+class _Pass:
+    """One pass's view of both sides and what it is about to write."""
+
+    tasks: dict[str, Task]
+    unreadable: frozenset[str]
+    todos: dict[str, Todo]
+    agreed: dict[str, Item]
+    """A copy, kept only when the pass completes: a pass started again starts from the same memory."""
+    pairs: dict[str, str] = field(default_factory=dict)
+    """todo id → task id."""
+    new_tasks: list[Task] = field(default_factory=list)
+    claude_items: dict[str, Item] = field(default_factory=dict)
+    created: dict[str, Item] = field(default_factory=dict)
+    """Todos this pass makes from tasks, as it makes them."""
+    writes: list[Write] = field(default_factory=list)
+    deleted_tasks: list[str] = field(default_factory=list)
 
 
 class ClaudeBridge:
@@ -212,100 +233,114 @@ class ClaudeBridge:
         self.passes += 1
         service = self._service
         listing = await self._folder.read_all()
-        tasks = listing.tasks
-        todos = {todo.id: todo for todo in service.todos}
-        state = self._state
-        agreed = dict(state.agreed)
-        """Changed here and kept only when the pass completes: a pass started again starts from the same memory."""
-        folder_present = self._folder.path.is_dir()
+        work = _Pass(
+            tasks=listing.tasks,
+            unreadable=listing.unreadable,
+            todos={todo.id: todo for todo in service.todos},
+            agreed=dict(self._state.agreed),
+        )
+        self._pair(work)
+        self._carry_deletes(work, folder_present=self._folder.path.is_dir())
+        self._make_todos(work)
+        await self._make_tasks(work)
+        merged = self._merge(work, prefer)
 
-        pairs: dict[str, str] = {}
-        new_tasks: list[Task] = []
-        for task in tasks.values():
-            todo_id = todo_id_of(task) or self._made_from(task.id, todos)
-            if todo_id and todo_id not in pairs:
-                pairs[todo_id] = task.id
-            else:
-                new_tasks.append(task)
-        for todo_id, task_id in state.pairs.items():
-            if task_id in listing.unreadable:
-                pairs.setdefault(todo_id, task_id)  # not gone: read again on the next pass
-
-        writes: list[Write] = []
-        deleted_tasks: list[str] = []
-        for todo_id in list(agreed):
-            if todo_id in pairs and todo_id in todos:
-                continue
-            if todo_id in pairs:  # gone from sessiontodo: deleted there
-                if pairs[todo_id] not in listing.unreadable:
-                    deleted_tasks.append(pairs.pop(todo_id))
-                    agreed.pop(todo_id)
-            elif todo_id in todos:
-                if folder_present:  # the task's file vanished: Claude deleted it
-                    writes.append(RemoveTodoWrite(session_id=self._session_id, todo_id=todo_id))
-                    todos.pop(todo_id)
-                    agreed.pop(todo_id)
-            else:
-                agreed.pop(todo_id)
-
-        orphans = [
-            (todo_id, tasks[task_id]) for todo_id, task_id in pairs.items() if todo_id not in todos and task_id in tasks
-        ]
-        for todo_id, _ in orphans:  # named todos sessiontodo never had, as far as the bridge knows: made again
-            del pairs[todo_id]
-        task_to_todo = {task_id: todo_id for todo_id, task_id in pairs.items()}
-        created: dict[str, Item] = {}
-        for todo_id, task in [*orphans, *((f"todo_{uuid.uuid4().hex[:16]}", task) for task in new_tasks)]:
-            task_to_todo[task.id] = todo_id
-            pairs[todo_id] = task.id
-            item = item_from_task(task, {})
-            todo = todo_from_item(item, task_id=task.id, source=self._source).model_copy(update={"id": todo_id})
-            writes.append(AddTodoWrite(session_id=self._session_id, todo=todo))
-            created[todo_id] = item | {"blocked_by": ()}
-
-        items = {
-            todo_id: item_from_task(tasks[task_id], task_to_todo)
-            for todo_id, task_id in pairs.items()
-            if task_id in tasks
-        }
-        for todo_id, todo in todos.items():
-            if todo_id not in pairs:
-                item = item_from_todo(todo) | {"blocked_by": ()}
-                made = await self._folder.create(task_from_item(item, todo_id))
-                pairs[todo_id] = made.id
-                task_to_todo[made.id] = todo_id
-                tasks[made.id] = made
-                items[todo_id] = item
-                agreed[todo_id] = item
-
-        merged: dict[str, Item] = {}
-        for todo_id, task_id in pairs.items():
-            if task_id not in tasks:
-                continue  # unreadable this pass
-            claude = items[todo_id]
-            service_item = created.get(todo_id) or item_from_todo(todos[todo_id])
-            base = created.get(todo_id) or agreed.get(todo_id)
-            merged[todo_id] = merge(base, claude, service_item, prefer)
-            update = self._service_update(todo_id, service_item, merged[todo_id])
-            if update is not None:
-                writes.append(update)
-
-        refused = await self._write_service(writes, expected_revision=service.revision) if writes else set()
-        for task_id in deleted_tasks:
+        refused = await self._write_service(work.writes, expected_revision=service.revision) if work.writes else set()
+        for task_id in work.deleted_tasks:
             await self._folder.delete(task_id)
-        todo_to_task = {todo_id: task_id for todo_id, task_id in pairs.items() if todo_id not in refused}
+        todo_to_task = {todo_id: task_id for todo_id, task_id in work.pairs.items() if todo_id not in refused}
         for todo_id, item in merged.items():
             if todo_id in refused:
-                continue  # sessiontodo refused to create it: the task stays unpaired, and is tried again
-            await self._write_task(tasks[pairs[todo_id]], items[todo_id], item, todo_id, todo_to_task)
-            agreed[todo_id] = item
-        state.agreed = agreed
-        state.pairs = {
+                continue  # sessiontodo refused to make it: the task stays unpaired, and is tried again
+            task = work.tasks[work.pairs[todo_id]]
+            await self._write_task(task, work.claude_items[todo_id], item, todo_id, todo_to_task)
+            work.agreed[todo_id] = item
+        self._state.agreed = work.agreed
+        self._state.pairs = {
             todo_id: task_id
             for todo_id, task_id in todo_to_task.items()
-            if todo_id in merged or task_id in listing.unreadable
+            if todo_id in merged or task_id in work.unreadable
         }
-        save_state(self._state_path, state)
+        save_state(self._state_path, self._state)
+
+    def _pair(self, work: _Pass) -> None:
+        """Each task with the todo it names (or was made into before a crash); tasks naming none are new."""
+        for task in work.tasks.values():
+            todo_id = todo_id_of(task) or self._made_from(task.id, work.todos)
+            if todo_id and todo_id not in work.pairs:
+                work.pairs[todo_id] = task.id
+            else:
+                work.new_tasks.append(task)
+        for todo_id, task_id in self._state.pairs.items():
+            if task_id in work.unreadable:
+                work.pairs.setdefault(todo_id, task_id)  # not gone: read again on the next pass
+
+    def _carry_deletes(self, work: _Pass, *, folder_present: bool) -> None:
+        """A pair both sides agreed on, now gone on one side, is deleted on the other: never for a vanished
+        folder or an unreadable file."""
+        for todo_id in list(work.agreed):
+            in_claude, in_service = todo_id in work.pairs, todo_id in work.todos
+            if in_claude and in_service:
+                continue
+            if in_claude:
+                if work.pairs[todo_id] not in work.unreadable:
+                    work.deleted_tasks.append(work.pairs.pop(todo_id))
+                    del work.agreed[todo_id]
+            elif in_service:
+                if folder_present:
+                    work.writes.append(RemoveTodoWrite(session_id=self._session_id, todo_id=todo_id))
+                    del work.todos[todo_id]
+                    del work.agreed[todo_id]
+            else:
+                del work.agreed[todo_id]
+
+    def _make_todos(self, work: _Pass) -> None:
+        """A todo for each new task, and again for each task naming a todo sessiontodo never had as far as
+        the bridge knows (a removed session, lost state): under the id the task names."""
+        orphans = [
+            (todo_id, work.tasks[task_id])
+            for todo_id, task_id in work.pairs.items()
+            if todo_id not in work.todos and task_id in work.tasks
+        ]
+        for todo_id, _ in orphans:
+            del work.pairs[todo_id]
+        for todo_id, task in [*orphans, *((f"todo_{uuid.uuid4().hex[:16]}", task) for task in work.new_tasks)]:
+            work.pairs[todo_id] = task.id
+            item = item_from_task(task, {})
+            todo = todo_from_item(item, task_id=task.id, source=self._source).model_copy(update={"id": todo_id})
+            work.writes.append(AddTodoWrite(session_id=self._session_id, todo=todo))
+            work.created[todo_id] = item | {"blocked_by": ()}  # blockers follow once every todo exists
+        task_to_todo = {task_id: todo_id for todo_id, task_id in work.pairs.items()}
+        work.claude_items = {
+            todo_id: item_from_task(work.tasks[task_id], task_to_todo)
+            for todo_id, task_id in work.pairs.items()
+            if task_id in work.tasks
+        }
+
+    async def _make_tasks(self, work: _Pass) -> None:
+        """A task for each todo without one (its blockers follow once every task exists)."""
+        for todo_id, todo in work.todos.items():
+            if todo_id not in work.pairs:
+                item = item_from_todo(todo) | {"blocked_by": ()}
+                made = await self._folder.create(task_from_item(item, todo_id))
+                work.pairs[todo_id] = made.id
+                work.tasks[made.id] = made
+                work.claude_items[todo_id] = item
+                work.agreed[todo_id] = item
+
+    def _merge(self, work: _Pass, prefer: Side) -> dict[str, Item]:
+        """Each pair's fields both sides should show; what sessiontodo lacks is queued as UpdateTodo writes."""
+        merged: dict[str, Item] = {}
+        for todo_id, task_id in work.pairs.items():
+            if task_id not in work.tasks:
+                continue  # unreadable this pass
+            service = work.created.get(todo_id) or item_from_todo(work.todos[todo_id])
+            base = work.created.get(todo_id) or work.agreed.get(todo_id)
+            merged[todo_id] = merge(base, work.claude_items[todo_id], service, prefer)
+            update = self._service_update(todo_id, service, merged[todo_id])
+            if update is not None:
+                work.writes.append(update)
+        return merged
 
     def _made_from(self, task_id: str, todos: dict[str, Todo]) -> str:
         """The todo made from this task before the bridge could note it in the task (a crash in between)."""
@@ -330,9 +365,7 @@ class ClaudeBridge:
             status=TodoStatus(after["status"]) if "status" in fields else None,
             metadata={key: value for key, value in metadata.items() if f"metadata.{key}" in fields},
             remove_metadata=[
-                field.removeprefix("metadata.")
-                for field in fields
-                if field.startswith("metadata.") and field not in after
+                name.removeprefix("metadata.") for name in fields if name.startswith("metadata.") and name not in after
             ],
             add_blocked_by=sorted(new_blockers - old_blockers),
             remove_blocked_by=sorted(old_blockers - new_blockers),
@@ -362,14 +395,11 @@ class ClaudeBridge:
         return set()
 
     async def _write_task(self, task: Task, before: Item, after: Item, todo_id: str, task_of: dict[str, str]) -> None:
+        """Write into the task what it lacks of ``after``, and the todo it is paired with."""
         fields = changed_fields(before, after)
-        if TODO_ID_KEY not in task.metadata or task.metadata[TODO_ID_KEY] != todo_id:
-            top, metadata = task_changes(task, after, fields - {"blocked_by"})
+        top, metadata = task_changes(task, after, fields - {"blocked_by"})
+        if task.metadata.get(TODO_ID_KEY) != todo_id:
             metadata[TODO_ID_KEY] = todo_id
-        elif fields - {"blocked_by"}:
-            top, metadata = task_changes(task, after, fields - {"blocked_by"})
-        else:
-            top, metadata = {}, {}
         if top or metadata:
             await self._folder.update(task.id, top, metadata=metadata)
         if "blocked_by" in fields:
