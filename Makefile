@@ -110,7 +110,17 @@ $(GO_CLIENT)/vendor/modules.txt: $(GO_CLIENT)/go.mod $(GO_CLIENT)/vendor.sh
 go: debian-packages $(GO_GENERATED) $(GO_CLIENT)/vendor/modules.txt
 
 ## test: run the whole suite
-test: debian-packages setup $(NODE_DEPS) typescript go
+# The MCP SDK's current major (2.x) beside the pinned 1.x the MCP server is built on: the MCP
+# tests run docs/mcp.md's client examples with both. A folder of its own (pip --target), put on
+# PYTHONPATH by those tests only, so the venv keeps 1.x.
+MCP_CLIENT_2_VERSION := 2.3.0
+MCP_CLIENT_2 := $(VENV)/mcp-client-2/.installed-$(MCP_CLIENT_2_VERSION)
+$(MCP_CLIENT_2): $(VENV)/.installed
+	rm -rf $(VENV)/mcp-client-2
+	$(BIN)/pip install --quiet --no-warn-conflicts --target $(VENV)/mcp-client-2 'mcp==$(MCP_CLIENT_2_VERSION)'
+	touch $@
+
+test: debian-packages setup $(NODE_DEPS) typescript go $(MCP_CLIENT_2)
 	$(BIN)/python -m pytest $(ARGS)
 
 ## test-fast: run the unit tier (tests/unit: domain and pure code, no sockets or processes) in seconds

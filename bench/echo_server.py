@@ -115,6 +115,21 @@ class EchoServicer:
         self._publish(pb.CHANGE_KIND_TODO_REMOVED, request.session_id, request.todo_id)
         return pb.RemoveTodoResponse(revision=self._revision)
 
+    async def ClaimTodo(self, request: pb.ClaimTodoRequest, context: Any) -> pb.ClaimTodoResponse:
+        self._revision += 1
+        self._publish(pb.CHANGE_KIND_TODO_UPDATED, request.session_id, request.todo_id)
+        return pb.ClaimTodoResponse(todo=pb.Todo(id=request.todo_id), revision=self._revision, changed=True)
+
+    async def RenewClaim(self, request: pb.RenewClaimRequest, context: Any) -> pb.RenewClaimResponse:
+        self._revision += 1
+        self._publish(pb.CHANGE_KIND_TODO_UPDATED, request.session_id, request.todo_id)
+        return pb.RenewClaimResponse(todo=pb.Todo(id=request.todo_id), revision=self._revision)
+
+    async def ReleaseTodo(self, request: pb.ReleaseTodoRequest, context: Any) -> pb.ReleaseTodoResponse:
+        self._revision += 1
+        self._publish(pb.CHANGE_KIND_TODO_UPDATED, request.session_id, request.todo_id)
+        return pb.ReleaseTodoResponse(todo=pb.Todo(id=request.todo_id), revision=self._revision)
+
     async def BatchWrite(self, request: pb.BatchWriteRequest, context: Any) -> pb.BatchWriteResponse:
         response = pb.BatchWriteResponse()
         for write in request.writes:

@@ -8,9 +8,12 @@ the editor output's lock, between forwarded lines.
 Lifecycle, as ACP means it: ``session/close`` frees the proxy's resources for the session (its
 watch, its state) and keeps the plan; ``session/delete`` removes the session from sessiontodo.
 An agent's plan is its ``plan`` updates, or (OpenCode, which sends none since 1.16) the list of
-its ``todowrite`` tool call. A plan sessiontodo refuses (or that cannot be written before its
-deadline) pauses the session's mirroring toward the editor until an agent plan is stored again,
-so sessiontodo's older list can never overwrite the editor's newer one.
+its ``todowrite`` tool call. Each plan is stored (every one, in order) as the agent's changes to its
+previous plan applied onto the current list (``plan_merge``), by a write conditional on the list's
+revision, merged again if someone wrote first: a plan never undoes a newer acknowledged write, and
+the editor is shown the merged list when it differs from the plan. A plan sessiontodo refuses (or
+that cannot be written before its deadline) pauses the session's mirroring toward the editor until
+an agent plan is stored again, so sessiontodo's older list can never overwrite the editor's newer one.
 
 Echo suppression: every write carries this proxy's ``origin`` (``acp-proxy/<random>``), and a
 watch event with that origin is never shown. Any other change is shown to the editor only when
@@ -50,6 +53,7 @@ from sessiontodo_acp.conversions import (
     read_plan_entries,
     same_plan,
 )
+from sessiontodo_acp.plan_merge import merge_plan
 from sessiontodo_acp.plan_operations import (
     MAIN_PLAN_ID,
     PLAN_ID_LABEL,
@@ -62,6 +66,7 @@ from sessiontodo_acp.plan_operations import (
 )
 from sessiontodo_acp.publisher import PlanPublisher
 from sessiontodo_client import (
+    Aborted,
     ChangeKind,
     CreateSessionWrite,
     InvalidArgument,
@@ -97,6 +102,10 @@ _LIST_CHANGES = frozenset(
 )
 
 
+_MERGE_ATTEMPTS = 50
+"""How often a plan is merged again because someone else wrote first, before it is given up (and mirroring paused)."""
+
+
 def new_origin() -> str:
     return f"{ORIGIN_PREFIX}{uuid.uuid4().hex[:12]}"
 
@@ -110,6 +119,8 @@ class _Session:
     stored: list[Todo] = field(default_factory=list)
     """The newest list known to be in sessiontodo, for keeping todo ids."""
     stored_revision: int = -1
+    agent_plan: list[Todo] = field(default_factory=list)
+    """The agent's latest stored plan, with its todos' ids: the base its next plan is read against."""
     own_revision: int = -1
     """The revision of the proxy's latest own write."""
     opened: bool = False
@@ -366,10 +377,11 @@ class PlanSync:
             log.error("session %s cannot be kept in sessiontodo (%s); forwarding only", session_id, error)
             return
         if replayed is not None:
-            await self._write(session_id, session, replayed)
+            await self._write(session_id, session, replayed, replace=True)
             return
         current = await self._todos.get_todos(session_id)
         session.remember(current.todos, current.revision)
+        session.agent_plan = [] if created_at is not None else current.todos
         if reopened and current.revision > 0 and not self._publisher.watching(session_id):
             session.catching_up_to, session.last_list_origin, session.history_lost = current.revision, None, False
             self._watch(session_id, 0)
@@ -404,15 +416,22 @@ class PlanSync:
         if session is not None and not session.unmirrored:
             await self._write(session_id, session, todos)
 
-    async def _write(self, session_id: str, session: _Session, todos: list[Todo]) -> None:
+    async def _write(self, session_id: str, session: _Session, todos: list[Todo], *, replace: bool = False) -> None:
+        """Store an agent's plan: its changes applied onto the current list (``plan_merge``), or (a plan the
+        agent replays, its truth) the list replaced; then tell the editor the merged result if it differs."""
         try:
-            stored = await self._todos.replace_todos(
-                session_id, keep_known_ids(todos, session.stored), origin=self.origin
-            )
+            if replace:
+                stored = await self._todos.replace_todos(
+                    session_id, keep_known_ids(todos, session.stored), origin=self.origin
+                )
+                session.agent_plan = stored.todos
+            else:
+                stored = await self._merge(session_id, session, todos)
         except NotFound:
             log.info("session %s was removed from sessiontodo (or expired); creating it again", session_id)
             session.stored, session.stored_revision, session.own_revision = [], -1, -1
             stored = await self._recreate(session_id, keep_known_ids(todos, []))
+            session.agent_plan = stored.todos
             session.catching_up_to = None
             self._publisher.watch(session_id, after_revision=stored.revision, restart=True)
         session.own_revision = stored.revision
@@ -421,6 +440,38 @@ class PlanSync:
             session.paused = False
             log.info("session %s: the agent's plan is stored again; mirroring resumes", session_id)
         self._watch(session_id, stored.revision)
+        if not same_plan(stored.todos, todos):
+            await self._show(
+                session_id,
+                session,
+                stored.todos,
+                newest=lambda: self._jobs.pending(session_id) <= 1 and session.stored_revision <= stored.revision,
+            )
+
+    async def _merge(self, session_id: str, session: _Session, todos: list[Todo]) -> TodoList:
+        """Write the plan merged onto the newest list known, on condition that it is still the newest;
+        merged again onto a fresh read when someone else wrote in between."""
+        current, revision = session.stored, session.stored_revision
+        if revision < 0:
+            fresh = await self._todos.get_todos(session_id)
+            current, revision = fresh.todos, fresh.revision
+        for attempt in range(1, _MERGE_ATTEMPTS + 1):
+            merged = merge_plan(session.agent_plan, todos, current)
+            try:
+                stored = await self._todos.replace_todos(
+                    session_id, merged.todos, expected_revision=revision, origin=self.origin
+                )
+            except Aborted:
+                if attempt == _MERGE_ATTEMPTS:
+                    raise
+                fresh = await self._todos.get_todos(session_id)
+                session.remember(fresh.todos, fresh.revision)
+                current, revision = fresh.todos, fresh.revision
+                log.debug("session %s: written to since revision %d; merging the plan again", session_id, revision)
+                continue
+            session.agent_plan = merged.stored_plan(stored.todos)
+            return stored
+        raise AssertionError("unreachable")
 
     async def _recreate(self, session_id: str, todos: list[Todo]) -> TodoList:
         """The session created again with its plan: one atomic BatchWrite, so no one sees it empty."""

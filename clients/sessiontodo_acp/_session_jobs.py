@@ -4,8 +4,9 @@ The ACP SDKs dispatch notifications concurrently, and sessiontodo may be unreach
 while, so writes are never awaited by whoever observes them: they are submitted (without
 awaiting, so submission order is arrival order) and one task per busy session runs them.
 
-- A plan (``replaceable``) still waiting for its turn is replaced by a newer one: the latest
-  plan wins, which also bounds the queue.
+- Every plan (``replaceable``) is run, in order: an agent's plans are all stored, none coalesced
+  under load. Only past ``MAX_WAITING_PLANS`` waiting plans (sessiontodo gone for long) does a
+  newer plan replace the last waiting one, which bounds the queue.
 - Each job is retried by the ``RetryPolicy`` (full jitter, bounded attempts, a per-job
   deadline), and only while sessiontodo is UNAVAILABLE; any other error ends it at once.
 - A plan stops retrying as soon as a job queued behind it makes it moot (a newer plan, or a
@@ -16,7 +17,7 @@ awaiting, so submission order is arrival order) and one task per busy session ru
   same way, then kept at the head of its queue and tried again with the same backoff, without
   a bound, until sessiontodo takes it or a later job makes it moot. Otherwise sessiontodo would
   keep an older plan after it came back; and the session's jobs behind it (releasing it, say)
-  must not overtake it. Memory stays bounded: one waiting plan per session, replaced by newer ones.
+  must not overtake it. Memory stays bounded: at most ``MAX_WAITING_PLANS`` waiting plans per session.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from sessiontodo_client import RetryPolicy, is_transient
 from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
+
+MAX_WAITING_PLANS = 1000
+"""Plans of one session waiting behind the running job before a newer one replaces the last of them."""
 
 Job = Callable[[], Awaitable[None]]
 OnFailure = Callable[[Exception], None]
@@ -82,9 +86,10 @@ class SessionJobs:
     ) -> None:
         """Queue ``job`` after the session's earlier jobs; never waits.
 
-        A ``replaceable`` job replaces a replaceable job waiting at the end of the queue; a
-        ``supersedes`` job drops every waiting replaceable job. ``on_failure(error)`` is called
-        if the job finally fails (not when it was made moot).
+        A ``replaceable`` job (a plan) replaces a replaceable job waiting at the end of the queue only
+        when ``MAX_WAITING_PLANS`` jobs wait already; a ``supersedes`` job drops every waiting
+        replaceable job. ``on_failure(error)`` is called if the job finally fails (not when it was
+        made moot).
         """
         if self._closed:
             raise RuntimeError("the session job queues are closed")
@@ -96,7 +101,8 @@ class SessionJobs:
         if supersedes:
             waiting = [job for job in list(queue.jobs)[running:] if not job.replaceable]
             queue.jobs = deque([*list(queue.jobs)[:running], *waiting])
-        if replaceable and len(queue.jobs) > running and queue.jobs[-1].replaceable:
+        full = len(queue.jobs) - running >= MAX_WAITING_PLANS
+        if replaceable and full and queue.jobs[-1].replaceable:
             log.debug("session %s: %s replaces %s", session_id, description, queue.jobs[-1].description)
             queue.jobs[-1] = queued
         else:

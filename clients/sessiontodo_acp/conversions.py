@@ -49,6 +49,9 @@ META_TODO_STATUS = META_PREFIX + "todoStatus"
 ENTRY_META = "acp/_meta"
 """The todo metadata key holding a plan entry's ``_meta`` (JSON, the proxy's own keys left out)."""
 
+AGENT_METADATA_PREFIX = "acp/"
+"""The todo metadata keys the proxy writes from what an agent sent; every other key belongs to others."""
+
 PLAN_META = "acp/plan._meta"
 """The todo metadata key holding the plan's own ``_meta`` (JSON), repeated on every todo of the plan."""
 
@@ -274,7 +277,7 @@ def keep_known_ids(todos: Sequence[Todo], current: Sequence[Todo]) -> list[Todo]
 
 def _foreign_metadata(todo: Todo) -> dict[str, str]:
     """A stored todo's metadata written by others (not ``acp/…``): kept when an agent's plan rewrites the todo."""
-    return {key: value for key, value in todo.metadata.items() if not key.startswith("acp/")}
+    return {key: value for key, value in todo.metadata.items() if not key.startswith(AGENT_METADATA_PREFIX)}
 
 
 def same_plan(left: Sequence[Todo], right: Sequence[Todo]) -> bool:

@@ -37,6 +37,8 @@ _KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when the agent has to be stopped."""
 _TAIL_TIMEOUT = 2.0
 """Seconds to finish forwarding the agent's output after it exited (a grandchild may hold the pipe)."""
+WATCH_RECONNECT_MAX = 0.3
+"""Longest wait, in seconds, before a watch (and the channel) tries sessiontodo again after losing it."""
 _BACKLOG_LIMIT = 10_000
 """Messages kept for the plan sync while it loads; beyond that they are forwarded unobserved."""
 
@@ -151,10 +153,13 @@ class AcpPlanProxy:
         from sessiontodo_client import TodoClient
 
         policy = self._settings.retry_policy()
-        # The plan sync's jobs retry (one policy per job); the client itself must not retry under them.
+        # The plan sync's jobs retry (one policy per job); the client itself must not retry under them. Its
+        # policy only paces the watches' reconnections (and the channel's): kept short, so that the editor
+        # sees changes made elsewhere within a second of sessiontodo coming back, whatever retry_max says.
+        reconnect = min(policy.maximum, WATCH_RECONNECT_MAX)
         self._todos = TodoClient.connect(
             self._settings.sessiontodo_address,
-            retry=dataclasses.replace(policy, attempts=1),
+            retry=dataclasses.replace(policy, attempts=1, initial=min(policy.initial, reconnect), maximum=reconnect),
             security=self._settings.channel_security(),
         )
         plan_sync = PlanSync(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())

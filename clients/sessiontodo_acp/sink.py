@@ -26,11 +26,10 @@ class PlanSink:
     The Python SDK runs every incoming notification in its own task, so two plans of one
     session can reach an awaiting handler out of order. ``apply`` therefore does not await:
     it queues the replacement synchronously (arrival order) and one task per session writes
-    the queue in order. A replacement overtaken by a newer one before its turn is skipped —
-    the newer plan supersedes it — so updates are never applied out of order and a burst
-    costs one write per turn. While sessiontodo is unreachable the latest plan is retried
-    with backoff until it is stored, however long that takes; errors are logged, never raised
-    into the ACP connection.
+    the queue in order, every one of them, so updates are never applied out of order and none
+    is lost. While sessiontodo is unreachable the latest plan is retried with backoff until it
+    is stored, however long that takes (an older plan that is failing gives way to a newer one);
+    errors are logged, never raised into the ACP connection.
     """
 
     def __init__(self, todos: TodoClient, backoff: RetryPolicy = DEFAULT_RETRY) -> None:

@@ -50,6 +50,7 @@ from sessiontodo_client.models import (
     Write,
     WriteResult,
 )
+from sessiontodo_client.readiness import NotReady
 from sessiontodo_client.resume import Connection, ConnectionState
 from sessiontodo_client.retry import RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity, ServiceConnection
@@ -73,6 +74,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "NotFound",
+    "NotReady",
     "OutOfRange",
     "PermissionDenied",
     "RemovalReason",

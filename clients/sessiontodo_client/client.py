@@ -57,8 +57,9 @@ from sessiontodo_client.models import (
     Write,
     WriteResult,
 )
+from sessiontodo_client.readiness import ChannelReadiness, NotReady
 from sessiontodo_client.resume import ConnectionListener, FeedResume, TodosResume, WatchResume
-from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy
+from sessiontodo_client.retry import DEFAULT_RETRY, RetryPolicy, is_transient
 from sessiontodo_client.security import ChannelSecurity
 from sessiontodo_client.target import service_target
 
@@ -77,13 +78,31 @@ KEEPALIVE_TIME_MS = 30_000
 """How often an idle connection is pinged: well above the 10 s sessiontodo servers accept."""
 
 
-class TodoClient:
-    """Every rpc of ``TodoService`` with typed arguments and results."""
+def _worth_another_try(error: BaseException) -> bool:
+    """Transient, and not a wait for readiness that already took the call's whole timeout."""
+    return is_transient(error) and not isinstance(error, NotReady)
 
-    def __init__(self, channel: grpc.aio.Channel, retry: RetryPolicy = DEFAULT_RETRY, timeout: float = 10.0) -> None:
+
+class TodoClient:
+    """Every rpc of ``TodoService`` with typed arguments and results.
+
+    Each unary call first waits for the channel to be ready, within its ``timeout``
+    (``sessiontodo_client.readiness``): a server that is starting or restarting costs a wait, told
+    once on the log, not an error. ``target`` only names the server in that line.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 10.0,
+        *,
+        target: str = "",
+    ) -> None:
         self._stub = pb_grpc.TodoServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
         self._channel = channel
+        self._readiness = ChannelReadiness(channel, target)
         self._retry = retry
         self._timeout = timeout
 
@@ -116,7 +135,7 @@ class TodoClient:
             channel = grpc.aio.insecure_channel(target, options=options)
         else:
             channel = grpc.aio.secure_channel(target, credentials, options=options)
-        return cls(channel, retry, timeout)
+        return cls(channel, retry, timeout, target=target)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -127,25 +146,33 @@ class TodoClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any, *, retry: bool = True) -> T:
-        """One call, retried by the client's ``RetryPolicy`` while UNAVAILABLE when ``retry``: only for
-        calls whose repetition is harmless, since UNAVAILABLE can also come after the server applied a write."""
+    async def _call(
+        self, rpc: Callable[..., Awaitable[T]], request: Any, *, retry: bool = True, wait: bool = True
+    ) -> T:
+        """One call, once the channel is ready (within the call's timeout) when ``wait``; retried by the
+        client's ``RetryPolicy`` while UNAVAILABLE when ``retry``: only for calls whose repetition is
+        harmless, since UNAVAILABLE can also come after the server applied a write."""
+
+        async def once() -> T:
+            timeout = await self._readiness.wait(self._timeout) if wait else self._timeout
+            return await rpc(request, timeout=timeout)
 
         def on_retry(error: BaseException, delay: float) -> None:
             log.debug("%s unavailable, retrying in %.2fs", type(request).__name__, delay)
 
         try:
             if not retry:
-                return await rpc(request, timeout=self._timeout)
-            return await self._retry.run(lambda: rpc(request, timeout=self._timeout), on_retry=on_retry)
+                return await once()
+            return await self._retry.run(once, retry_if=_worth_another_try, on_retry=on_retry)
         except grpc.aio.AioRpcError as error:
             raise service_error(error) from None
 
     async def serving(self) -> bool:
         """Whether the TodoService reports SERVING to gRPC health checking, asked once over this client's
-        channel (so with its TLS and token); raises the status code's ``ServiceError`` when unanswered."""
+        channel (so with its TLS and token), at once: it raises the status code's ``ServiceError`` when
+        unanswered, without waiting for a server that is not there."""
         request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
-        response = await self._call(self._health.Check, request, retry=False)
+        response = await self._call(self._health.Check, request, retry=False, wait=False)
         return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def create_session(

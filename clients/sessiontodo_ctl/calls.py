@@ -7,6 +7,7 @@ typed client's own, so the CLI and the library can never disagree about the wire
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -27,6 +28,7 @@ from sessiontodo_client import (
     TodoList,
     TodoPriority,
     TodoStatus,
+    Unavailable,
     UpdatedTodo,
     WatchEvent,
 )
@@ -58,17 +60,58 @@ def open_channel(address: str, security: ChannelSecurity) -> grpc.Channel:
     return grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
 
 
-class TodoCalls:
-    """Every rpc the CLI makes; raises the typed client's ``ServiceError`` subclasses."""
+class ServerWait:
+    """Holds the first call until the channel is ready, within the call's timeout, so a command run while
+    sessiontodo starts or restarts waits for it rather than failing; ``tell`` hears once that it waits."""
 
-    def __init__(self, channel: grpc.Channel, timeout: float = 10.0) -> None:
+    def __init__(self, channel: grpc.Channel, target: str, tell: Callable[[str], None]) -> None:
+        self._channel = channel
+        self._target = target
+        self._tell = tell
+        self._ready = False
+
+    def __call__(self, timeout: float) -> float:
+        """Block until the channel is READY (at most ``timeout`` seconds) and return what is left of them;
+        raises ``Unavailable`` if it is not ready in time (the call was never sent)."""
+        if self._ready:
+            return timeout
+        told = threading.Event()
+
+        def on_change(state: grpc.ChannelConnectivity) -> None:
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and not told.is_set():
+                told.set()
+                self._tell(f"waiting for sessiontodo at {self._target} to accept connections (up to {timeout:g}s)")
+
+        started = time.monotonic()
+        self._channel.subscribe(on_change, try_to_connect=True)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout)
+        except grpc.FutureTimeoutError:
+            raise Unavailable(
+                grpc.StatusCode.UNAVAILABLE,
+                f"nothing accepted a connection at {self._target} within {timeout:g}s: is sessiontodo running "
+                "there? (-a HOST:PORT or SESSIONTODO_ADDRESS names the server, --timeout the wait)",
+            ) from None
+        finally:
+            self._channel.unsubscribe(on_change)
+        self._ready = True
+        return max(timeout - (time.monotonic() - started), 0.0)
+
+
+class TodoCalls:
+    """Every rpc the CLI makes; raises the typed client's ``ServiceError`` subclasses. With ``wait``, each
+    call first waits for a server that is not ready yet, within its timeout."""
+
+    def __init__(self, channel: grpc.Channel, timeout: float = 10.0, *, wait: ServerWait | None = None) -> None:
         self._stub = pb_grpc.TodoServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
         self._timeout = timeout
+        self._wait = wait
 
     def _call(self, rpc: Callable[..., T], request: Any) -> T:
+        timeout = self._timeout if self._wait is None else self._wait(self._timeout)
         try:
-            return rpc(request, timeout=self._timeout)
+            return rpc(request, timeout=timeout)
         except grpc.RpcError as error:
             raise service_error(error) from None
 

@@ -17,10 +17,11 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import grpc
 import typer
+import typer.core
 from pydantic import SecretStr, TypeAdapter, ValidationError
 from rich.console import Console
 from rich.live import Live
@@ -35,19 +36,47 @@ from sessiontodo_client import (
     TodoPriority,
     TodoStatus,
     WatchEvent,
+    __version__,
 )
 from sessiontodo_client.security import ChannelSecurity
 from sessiontodo_client.target import check_host_exists, service_target
 from sessiontodo_ctl import render
-from sessiontodo_ctl.calls import TodoCalls, open_channel
+from sessiontodo_ctl.calls import ServerWait, TodoCalls, open_channel
 from sessiontodo_ctl.render import Output
+
+if TYPE_CHECKING:
+    from typer._click.core import Command, Context  # typer's own click, which TyperGroup extends
 
 PROG = "sessiontodoctl"
 CONNECTION = "Connection"
 """The help panel of the options that say where the server is and how to reach it."""
 
+SYNONYMS = {"delete": "rm", "remove": "rm", "list": "ls", "show": "get", "new": "create", "complete": "done"}
+"""Verbs people reach for that are spelled otherwise here: named in the error ("did you mean 'rm'?")."""
+
+
+class _UnknownVerb(typer.TyperException):
+    """A verb spelled as another tool spells it: one line naming ours, exit status 2 (a usage error)."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, ctx: Context) -> None:
+        super().__init__(message)
+        self.ctx = ctx
+
+
+class _Verbs(typer.core.TyperGroup):
+    """The commands, with a suggestion for a verb from another tool (``delete``: ``rm``)."""
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        if args and args[0] in SYNONYMS and self.get_command(ctx, args[0]) is None:
+            raise _UnknownVerb(f"No such command {args[0]!r}. Did you mean {SYNONYMS[args[0]]!r}?", ctx)
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
     name=PROG,
+    cls=_Verbs,
     help="Look at and change sessiontodo's per-session todo lists.\n\n"
     "Example: sessiontodoctl create demo && sessiontodoctl add demo 'Write the parser' && sessiontodoctl get demo",
     no_args_is_help=True,
@@ -231,10 +260,10 @@ def options(
     logging.basicConfig(stream=sys.stderr, level=log_level.upper())
     state = ctx.obj if isinstance(ctx.obj, State) else State()
     channel = state.channel
+    wait = None
     if channel is None:
         try:
             address = service_target(address)
-            check_host_exists(address)
             secret = SecretStr(token) if token is not None else None
             security = ChannelSecurity.from_files(
                 tls=tls,
@@ -245,10 +274,14 @@ def options(
                 token_file=token_file,
             )
             channel = open_channel(address, security)
-        except (OSError, ValueError) as unusable:  # files that do not load, a token that would travel in clear
+            ctx.call_on_close(channel.close)
+            check_host_exists(address)
+        except (OSError, ValueError) as unusable:  # files that do not load, a token in clear, a host that is not
             raise Unusable(str(unusable)) from None
-        ctx.call_on_close(channel.close)
-    state.calls = TodoCalls(channel, timeout)
+        wait = ServerWait(
+            channel, address, lambda line: state.errors.print(Text(f"{PROG}: {line}", "dim"), soft_wrap=True)
+        )
+    state.calls = TodoCalls(channel, timeout, wait=wait)
     state.address = address
     state.output = output
     ctx.obj = state
@@ -260,8 +293,8 @@ OutputOption = Annotated[
 ]
 
 
-def _reading(ctx: typer.Context, output: Output | None) -> State:
-    """The state of a read, printing as ``-o`` given after the command says, if it was."""
+def _with_output(ctx: typer.Context, output: Output | None) -> State:
+    """The state of a command, printing as ``-o`` given after the command says, if it was."""
     state = _state(ctx)
     if output is not None:
         state.output = output
@@ -277,11 +310,17 @@ LabelOption = Annotated[
 ]
 
 
+@app.command(epilog=f"Example: {PROG} version -o json")
+def version(ctx: typer.Context, output: OutputOption = None) -> None:
+    """This command's version (the typed client's, which is sessiontodo's)."""
+    _with_output(ctx, output).show(f"{PROG} {__version__}", {"sessiontodoctl": __version__})
+
+
 @app.command(epilog=f"Example: {PROG} health")
 @_reports_errors()
 def health(ctx: typer.Context, output: OutputOption = None) -> None:
     """Whether the server and its TodoService are SERVING (exit status 1 if not)."""
-    state = _reading(ctx, output)
+    state = _with_output(ctx, output)
     statuses = state.calls.health()
     table = render.table("SERVICE", "STATUS", plain=state.plain)
     for service, status in statuses.items():
@@ -311,7 +350,7 @@ def list_sessions(
     output: OutputOption = None,
 ) -> None:
     """Every session: id, parent, revision, number of todos and labels."""
-    state = _reading(ctx, output)
+    state = _with_output(ctx, output)
     sessions = state.calls.list_sessions(parent, _labels(label))
     state.show(render.sessions_table(sessions, plain=state.plain), sessions)
 
@@ -325,7 +364,7 @@ def _list_table(state: State, session: str, todos: TodoList) -> Any:
 @_reports_errors()
 def get(ctx: typer.Context, session: SessionArgument, output: OutputOption = None) -> None:
     """A session's todos (with their positions) and revision."""
-    state = _reading(ctx, output)
+    state = _with_output(ctx, output)
     todos = state.calls.get_todos(session)
     state.show(_list_table(state, session, todos), todos)
 
@@ -337,9 +376,10 @@ def create(
     session: Annotated[str, typer.Argument(metavar="[SESSION]", help="Session id; generated when omitted.")] = "",
     parent: Annotated[str, typer.Option(metavar="SESSION", help="Parent session id (a child has its own list).")] = "",
     label: LabelOption = [],  # noqa: B006
+    output: OutputOption = None,
 ) -> None:
     """Create a session (or find the existing one)."""
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     created_session, created = state.calls.create_session(session, parent, _labels(label))
     message = f"{'created' if created else 'exists'} {created_session.session_id}"
     state.show(message, {"session": created_session.model_dump(mode="json"), "created": created})
@@ -347,9 +387,9 @@ def create(
 
 @app.command("rm", epilog=f"Example: {PROG} rm demo")
 @_reports_errors()
-def remove(ctx: typer.Context, session: SessionArgument) -> None:
+def remove(ctx: typer.Context, session: SessionArgument, output: OutputOption = None) -> None:
     """Remove a session and its descendants (exit status 1 if it did not exist)."""
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     removed = state.calls.remove_session(session)
     state.show("\n".join(f"removed {session_id}" for session_id in removed) or f"no session {session}", removed)
     if not removed:
@@ -385,9 +425,10 @@ def replace(
     expected_revision: Annotated[
         int | None, typer.Option(metavar="N", help="Only if the list is still at this revision (else ABORTED).")
     ] = None,
+    output: OutputOption = None,
 ) -> None:
     """Replace a session's whole list with the todos in a JSON file."""
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     todos = state.calls.replace_todos(session, _read_plan(file), expected_revision)
     state.show(_list_table(state, session, todos), todos)
 
@@ -403,9 +444,10 @@ def add(
         TodoStatus.PENDING
     ),
     index: Annotated[int | None, typer.Option(metavar="N", help="Insert at this position (default: append).")] = None,
+    output: OutputOption = None,
 ) -> None:
     """Add one todo."""
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     added = state.calls.add_todo(session, Todo(content=content, priority=priority, status=status), index)
     state.show(f"added {added.todo.id} at {added.index}, revision {added.revision}", added)
 
@@ -451,8 +493,10 @@ def _find(state: State, session: str, reference: str) -> Found:
     return find_todo(state.calls.get_todos(session), reference, session)
 
 
-def _set_status(ctx: typer.Context, session: str, reference: str, status: TodoStatus, verb: str) -> None:
-    state = _state(ctx)
+def _set_status(
+    ctx: typer.Context, session: str, reference: str, status: TodoStatus, verb: str, output: Output | None
+) -> None:
+    state = _with_output(ctx, output)
     found = _find(state, session, reference)
     updated = state.calls.update_todo(session, found.todo.id, status=status, expected_revision=found.expected_revision)
     message = (
@@ -465,23 +509,23 @@ def _set_status(ctx: typer.Context, session: str, reference: str, status: TodoSt
 
 @app.command(epilog=f"Example: {PROG} start demo 0")
 @_reports_errors(write=True)
-def start(ctx: typer.Context, session: SessionArgument, todo: TodoArgument) -> None:
+def start(ctx: typer.Context, session: SessionArgument, todo: TodoArgument, output: OutputOption = None) -> None:
     """Mark a todo in progress."""
-    _set_status(ctx, session, todo, TodoStatus.IN_PROGRESS, "started")
+    _set_status(ctx, session, todo, TodoStatus.IN_PROGRESS, "started", output)
 
 
 @app.command(epilog=f"Example: {PROG} done demo 0")
 @_reports_errors(write=True)
-def done(ctx: typer.Context, session: SessionArgument, todo: TodoArgument) -> None:
+def done(ctx: typer.Context, session: SessionArgument, todo: TodoArgument, output: OutputOption = None) -> None:
     """Mark a todo completed."""
-    _set_status(ctx, session, todo, TodoStatus.COMPLETED, "completed")
+    _set_status(ctx, session, todo, TodoStatus.COMPLETED, "completed", output)
 
 
 @app.command(epilog=f"Example: {PROG} cancel demo 2")
 @_reports_errors(write=True)
-def cancel(ctx: typer.Context, session: SessionArgument, todo: TodoArgument) -> None:
+def cancel(ctx: typer.Context, session: SessionArgument, todo: TodoArgument, output: OutputOption = None) -> None:
     """Mark a todo cancelled (it stays in the list, struck through)."""
-    _set_status(ctx, session, todo, TodoStatus.CANCELLED, "cancelled")
+    _set_status(ctx, session, todo, TodoStatus.CANCELLED, "cancelled", output)
 
 
 @app.command(epilog=f"Example: {PROG} edit demo 1 --content 'Write the lexer' --priority high")
@@ -493,11 +537,12 @@ def edit(
     content: Annotated[str | None, typer.Option(metavar="TEXT", help="New content.")] = None,
     priority: Annotated[TodoPriority | None, typer.Option(help="high, medium or low.")] = None,
     status: Annotated[TodoStatus | None, typer.Option(help="pending, in_progress, completed or cancelled.")] = None,
+    output: OutputOption = None,
 ) -> None:
     """Change a todo's content, priority or status; what is not given stays."""
     if content is None and priority is None and status is None:
         raise typer.BadParameter("nothing to change: give --content, --priority or --status")
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     found = _find(state, session, todo)
     updated = state.calls.update_todo(
         session,
@@ -515,9 +560,9 @@ def edit(
 
 @app.command("rm-todo", epilog=f"Example: {PROG} rm-todo demo 3")
 @_reports_errors(write=True)
-def remove_todo(ctx: typer.Context, session: SessionArgument, todo: TodoArgument) -> None:
+def remove_todo(ctx: typer.Context, session: SessionArgument, todo: TodoArgument, output: OutputOption = None) -> None:
     """Remove one todo from a session's list."""
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     found = _find(state, session, todo)
     revision = state.calls.remove_todo(session, found.todo.id, expected_revision=found.expected_revision)
     state.show(f"removed {found.todo.id}, revision {revision}", {"removed": found.todo.id, "revision": revision})
@@ -530,9 +575,10 @@ def move(
     session: SessionArgument,
     todo: TodoArgument,
     position: Annotated[int, typer.Argument(metavar="POSITION", min=0, help="Where it goes (0 first).")],
+    output: OutputOption = None,
 ) -> None:
     """Move a todo to another position in its list (ABORTED if the list changed meanwhile)."""
-    state = _state(ctx)
+    state = _with_output(ctx, output)
     found = _find(state, session, todo)
     others = [item for item in found.todos.todos if item.id != found.todo.id]
     if position > len(others):
@@ -559,7 +605,7 @@ def _events_until_interrupted(events: Iterator[Any]) -> Iterator[Any]:
 def watch(ctx: typer.Context, session: SessionArgument, output: OutputOption = None) -> None:
     """A live view of a session's list, updated at every change, with the connection's state; JSON or YAML:
     one item per change. Ctrl-C ends it."""
-    state = _reading(ctx, output)
+    state = _with_output(ctx, output)
     if state.output is not Output.TABLE or state.plain:
         for event in _events_until_interrupted(state.calls.watch(session, on_connection=state.tell)):
             if state.output is Output.TABLE:
@@ -597,7 +643,7 @@ def feed(
 ) -> None:
     """Tail every change of every session (or those matching the filters), one line each; the connection's
     state goes to stderr. Ctrl-C ends it."""
-    state = _reading(ctx, output)
+    state = _with_output(ctx, output)
     events = state.calls.feed(
         after,
         include_snapshot=snapshot,

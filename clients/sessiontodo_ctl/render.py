@@ -97,8 +97,14 @@ def labels_text(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
+GLOBAL_LIST_NOTE = "sessiontodo:global, the shared list, is no session: sessiontodoctl get sessiontodo:global"
+"""Why the board and the feed show a list ``ls`` does not (RFC-0034's global list has a reserved id); said on a
+terminal only, so that a script reading the columns gets nothing else."""
+
+
 def sessions_table(sessions: Sequence[Session], *, plain: bool) -> Table:
-    shown = table("SESSION", "PARENT", "REVISION", "TODOS", "LABELS", plain=plain)
+    caption = None if plain else GLOBAL_LIST_NOTE
+    shown = table("SESSION", "PARENT", "REVISION", "TODOS", "LABELS", plain=plain, caption=caption)
     for session in sessions:
         row = (session.parent_id, str(session.revision), str(session.todo_count), labels_text(session.labels))
         shown.add_row(Text(session.session_id, "bold"), *row)

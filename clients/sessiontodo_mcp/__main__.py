@@ -30,7 +30,11 @@ async def serve(settings: Settings, security: ChannelSecurity, token: str | None
         # uvicorn's own next line names the address, the port too when --port 0 picked one
         log.info("serving MCP over streamable HTTP at %s for sessiontodo at %s", PATH, settings.sessiontodo_address)
         app = http_app(
-            server, token=token, allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins
+            server,
+            token=token,
+            allowed_hosts=settings.allowed_hosts,
+            allowed_origins=settings.allowed_origins,
+            max_sessions=settings.max_sessions,
         )
         await serve_http(app, settings.host, settings.port)
 

@@ -8,16 +8,22 @@
   the server on loopback unless ``--insecure``.
 
 Every MCP session (``Mcp-Session-Id``) gets its own ``McpSession``; the SDK closes one after 30
-minutes without a request or open stream.
+minutes without a request or open stream, and refuses a new one past ``--max-sessions`` (503).
+
+A body the SDK would fail on is answered here with a JSON-RPC error (``JsonRpcGuard``): JSON nested
+too deeply to parse (the SDK answered HTTP 500), and a message whose ``id`` is neither a string nor
+an integer (the SDK took it for a notification: 202 and no answer at all).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.fastmcp.server import StreamableHTTPASGIApp
 from mcp.server.lowlevel import Server
@@ -26,11 +32,28 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.routing import Route
-from starlette.types import ASGIApp, Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sessiontodo_mcp.settings import DEFAULT_MAX_SESSIONS
 from sessiontodo_opencode.guard import RequestGuard
 
+log = logging.getLogger(__name__)
+
+
+class ClosedStreamIsNoError(logging.Filter):
+    """Drops the SDK's ERROR, with a traceback, for a client's normal goodbye (mcp 1.30 logs "Error in
+    standalone SSE writer" when the session a client ends closes its stream under the writer)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], anyio.ClosedResourceError))
+
+
+CLOSED_STREAM_IS_NO_ERROR = ClosedStreamIsNoError()
+
 PATH = "/mcp"
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest request body read (the SDK's own limit); a larger one is 413 with a JSON-RPC error."""
 
 SHUTDOWN_GRACE = 3
 """Seconds open requests and streams get to finish after SIGTERM or SIGINT."""
@@ -66,17 +89,97 @@ class BearerGuard(RequestGuard):
         return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
+def _json_rpc_error(code: int, message: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+
+
+def _valid_id(message: object) -> bool:
+    """Whether a message's ``id``, if it has one, is a string or an integer (MCP's RequestId)."""
+    if not isinstance(message, dict) or "id" not in message:
+        return True
+    request_id = message["id"]
+    return isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
+
+
+class JsonRpcGuard:
+    """Read a POST's body (at most ``MAX_BODY_BYTES``) and refuse, with a JSON-RPC error and HTTP 400,
+    what the SDK would answer wrongly: JSON nested too deeply to parse, and an ``id`` that is not a
+    string or an integer. Anything else goes on to the SDK, body unchanged."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                await _answer(send, 413, _json_rpc_error(INVALID_REQUEST, f"request body over {MAX_BODY_BYTES} bytes"))
+                return
+        if refusal := _refusal(body):
+            code, reason = refusal
+            log.warning("refused an MCP request: %s", reason)
+            await _answer(send, 400, _json_rpc_error(code, reason))
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # the disconnect, when the client goes
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._app(scope, replay, send)
+
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def _refusal(body: bytes) -> tuple[int, str] | None:
+    """The JSON-RPC error code and message the SDK must answer instead of seeing this body, or None
+    (a body that is not JSON at all the SDK refuses well itself)."""
+    try:
+        parsed = json.loads(body)
+    except RecursionError:
+        return PARSE_ERROR, "Parse error: JSON nested too deeply"
+    except ValueError:
+        return None
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    if not all(map(_valid_id, messages)):
+        return INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
+    return None
+
+
+async def _answer(send: Send, status: int, body: bytes) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def http_app(
     server: Server[Any, Any],
     *,
     token: str | None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
 ) -> ASGIApp:
     """The ASGI app serving ``server`` at ``/mcp``; its lifespan runs the SDK's session manager."""
+    logging.getLogger("mcp.server.streamable_http").addFilter(CLOSED_STREAM_IS_NO_ERROR)  # once: the same filter
     # The SDK's own DNS rebinding check is off: HttpGuard makes the sidecar's, which knows IP literals.
     manager = StreamableHTTPSessionManager(
-        server, security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        server,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=MAX_BODY_BYTES,
+        max_sessions=max_sessions,
     )
 
     @asynccontextmanager
@@ -85,7 +188,8 @@ def http_app(
             yield
 
     app = Starlette(routes=[Route(PATH, endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan)
-    return BearerGuard(app, token=token, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    guarded = JsonRpcGuard(app)
+    return BearerGuard(guarded, token=token, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
 
 async def serve_http(app: ASGIApp, host: str, port: int) -> None:

@@ -50,6 +50,9 @@ T = TypeVar("T")
 SESSION_HEADER = "Sessiontodo-Session-Id"
 """HTTP request header naming the sessiontodo session an MCP session resumes (default: a new one)."""
 
+REVISION_META = "sessiontodo/revision"
+"""The ``_meta`` key of an update notification and of a read resource: the list's revision it is about."""
+
 RESOURCE_NOT_FOUND = -32002
 """The JSON-RPC error code the MCP specification gives an unknown resource."""
 
@@ -133,7 +136,13 @@ class McpSession:
     async def read(self, context: Context, uri: AnyUrl) -> list[ReadResourceContents]:
         session_id = await self._own(context, uri)
         todo_list = await _or_mcp_error(self._client.get_todos(session_id))
-        return [ReadResourceContents(json.dumps(list_json(session_id, todo_list)), "application/json")]
+        return [
+            ReadResourceContents(
+                json.dumps(list_json(session_id, todo_list)),
+                "application/json",
+                meta={REVISION_META: todo_list.revision},
+            )
+        ]
 
     async def subscribe(self, context: Context, uri: AnyUrl) -> None:
         """Follow the session's list from its current revision: every later change, made by anyone, sends
@@ -165,8 +174,8 @@ class McpSession:
         with scope:
             try:
                 async with aclosing(self._client.watch(session_id, revision)) as changes:
-                    async for _change in changes:
-                        await session.send_resource_updated(uri)
+                    async for change in changes:
+                        await session.send_notification(_updated(uri, change.revision))
                 log.info("%s was removed: its subscription ends", session_id)
             except ServiceError as error:
                 log.warning("subscription to %s ended: %s", uri, error)
@@ -177,6 +186,13 @@ class McpSession:
             finally:
                 if self._watches.get(str(uri)) is scope:
                     del self._watches[str(uri)]
+
+
+def _updated(uri: AnyUrl, revision: int) -> types.ServerNotification:
+    """``notifications/resources/updated`` naming the revision the list reached: a client that reads the
+    resource after it can tell whether its read is that change or a newer one."""
+    params = types.ResourceUpdatedNotificationParams.model_validate({"uri": uri, "_meta": {REVISION_META: revision}})
+    return types.ServerNotification(types.ResourceUpdatedNotification(params=params))
 
 
 async def _or_mcp_error(call: Awaitable[T]) -> T:
@@ -231,6 +247,12 @@ def build_server(
     async def list_resources() -> list[types.Resource]:
         context = server.request_context
         return await context.lifespan_context.resources(context)
+
+    @server.list_resource_templates()
+    async def list_resource_templates() -> list[types.ResourceTemplate]:
+        """None: an MCP session reads its own list only, which ``resources/list`` names. Answered all the
+        same, since clients (the MCP Inspector, SDK helpers) ask, and -32601 reads as a broken server."""
+        return []
 
     @server.read_resource()
     async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:

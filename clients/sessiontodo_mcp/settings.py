@@ -12,6 +12,9 @@ from sessiontodo_client import ServiceConnection
 from sessiontodo_client.security import CONNECTION_GROUP
 from sessiontodo_common.addresses import is_loopback_host
 
+DEFAULT_MAX_SESSIONS = 100
+"""MCP sessions open at once over HTTP (``--max-sessions``): each holds about 64 KiB and a watch per subscription."""
+
 
 class Transport(StrEnum):
     STDIO = "stdio"
@@ -74,6 +77,12 @@ class Settings(BaseSettings, ServiceConnection):
         json_schema_extra={"metavar": "ORIGIN"},
         description="http: browser origins allowed besides the server's own ('*': any).",
     )
+    max_sessions: int = Field(
+        DEFAULT_MAX_SESSIONS,
+        ge=1,
+        json_schema_extra={"metavar": "COUNT"},
+        description="http: MCP sessions open at once (about 64 KiB each); a new one beyond is refused with 503.",
+    )
     log_level: str = Field(
         "INFO",
         json_schema_extra={"metavar": "LEVEL"},
@@ -115,7 +124,16 @@ class Settings(BaseSettings, ServiceConnection):
 HELP_GROUPS = {
     **CONNECTION_GROUP,
     "serving MCP": ["transport", "session_id", "idle_ttl"],
-    "over HTTP": ["host", "port", "http_token", "http_token_file", "insecure", "allowed_hosts", "allowed_origins"],
+    "over HTTP": [
+        "host",
+        "port",
+        "http_token",
+        "http_token_file",
+        "insecure",
+        "allowed_hosts",
+        "allowed_origins",
+        "max_sessions",
+    ],
 }
 """The option groups of ``--help``, the connection first as in every gateway's."""
 

@@ -330,8 +330,6 @@ class TodoBridge:
             known = self._sessions.pop(event.session_id, None) or event.session
             if known is not None:
                 self._publish(self._session_event(SessionDeleted, known, event.revision))
-                if known.todo_count:  # an extension: clears panels that ignore session.deleted
-                    self._publish(self._todos_event(known, []))
             return
         session = event.session
         assert session is not None

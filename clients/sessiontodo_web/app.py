@@ -296,7 +296,10 @@ class BoardRoutes:
 
     async def session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        detail = self._board.detail(session_id)
+        try:
+            detail = await self._board.read(session_id)
+        except ServiceError as error:
+            return service_error_response(error, session_id)
         if detail is None:
             return error_response(404, "NotFoundError", f"Session not found: {session_id}")
         return _json(detail)

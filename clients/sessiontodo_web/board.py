@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sessiontodo_client import ChangeKind, FeedEvent, ServiceError, Session, Todo, TodoClient
+from sessiontodo_client import ChangeKind, FeedEvent, NotFound, ServiceError, Session, Todo, TodoClient
 from sessiontodo_web.changes import describe
 from sessiontodo_web.models import (
     BoardView,
@@ -153,6 +153,17 @@ class Board:
         return SessionDetail(
             session=state.view(), todos=[TodoView.of(todo) for todo in state.todos], changes=list(state.changes)
         )
+
+    async def read(self, session_id: str) -> SessionDetail | None:
+        """The session as of now (None if sessiontodo or the board does not hold it): its revision is read from
+        sessiontodo, and the answer waits until the feed has delivered it, so a read made after a write
+        acknowledged anywhere shows that write or a newer one, never the list before it."""
+        try:
+            revision = (await self._client.get_session(session_id)).revision
+        except NotFound:
+            return None
+        await self.delivered(session_id, revision)
+        return self.detail(session_id)
 
     def todos(self, session_id: str) -> tuple[int, list[Todo]] | None:
         """The session's revision and list as the board holds them."""

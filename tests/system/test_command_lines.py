@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import ROOT
+from tests.support import ROOT, free_port
 
 pytestmark = [pytest.mark.process]
 STARTED = re.compile(r"serving on 127\.0\.0\.1:(\d+) \((.*?)\), data in (.*?); Ctrl-C to stop")
@@ -507,3 +507,53 @@ def test_sessiontodoctl_refuses_a_host_that_does_not_exist_at_once() -> None:
         "sessiontodoctl: no host named 'not-a-host-port' (expected HOST:PORT, such as 127.0.0.1:50051)"
     )
     assert result.returncode == 2
+
+
+# sessiontodoctl's first hour: -o after any verb, version, other tools' verbs, a server not there yet
+
+
+def test_a_write_verb_takes_dash_o_after_the_command(server: Server) -> None:
+    result = ctl(server, "create", "s", "-o", "json")
+    assert json.loads(result.stdout)["created"] is True
+    added = ctl(server, "add", "s", "Write the parser", "-o", "yaml")
+    assert yaml.safe_load(added.stdout)["todo"]["content"] == "Write the parser"
+    done = ctl(server, "done", "s", "0", "-o", "json")
+    assert json.loads(done.stdout)["todo"]["status"] == "completed"
+
+
+def test_sessiontodoctl_version_prints_the_installed_version() -> None:
+    from sessiontodo_client import __version__
+
+    result = run("sessiontodo_ctl", "version")
+    assert (result.returncode, result.stdout) == (0, f"sessiontodoctl {__version__}\n")
+
+
+def test_delete_suggests_rm() -> None:
+    result = run("sessiontodo_ctl", "delete", "s")
+    assert only_line(result) == "sessiontodoctl: No such command 'delete'. Did you mean 'rm'? (sessiontodoctl --help)"
+    assert result.returncode == 2
+
+
+def test_sessiontodoctl_started_before_the_server_waits_for_it_and_says_so_once() -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "sessiontodo_ctl", "-a", f"127.0.0.1:{port}", "--timeout", "90", "create", "s"]
+    ctl_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert ctl_process.stderr is not None
+    waiting = ctl_process.stderr.readline()  # said before the server exists: it waits for it
+    server = Server("--store", "memory://", "--port", str(port))
+    try:
+        out, err = ctl_process.communicate(timeout=90)
+    finally:
+        server.stop()
+    assert waiting == f"sessiontodoctl: waiting for sessiontodo at 127.0.0.1:{port} to accept connections (up to 90s)\n"
+    assert (ctl_process.returncode, out, err) == (0, "created s\n", "")
+
+
+def test_nothing_at_the_port_is_one_clear_line_once_the_wait_is_over() -> None:
+    port = free_port()
+    result = run("sessiontodo_ctl", "-a", f"127.0.0.1:{port}", "--timeout", "0.5", "ls")
+    assert result.stderr.splitlines()[1:] == [
+        f"Error: UNAVAILABLE: nothing accepted a connection at 127.0.0.1:{port} within 0.5s: is sessiontodo running "
+        "there? (-a HOST:PORT or SESSIONTODO_ADDRESS names the server, --timeout the wait)"
+    ]
+    assert result.returncode == 1

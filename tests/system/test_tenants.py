@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from sessiontodo_client import (
     TodoClient,
     WatchEvent,
 )
-from sessiontodo_server.app import RunningServer
+from sessiontodo_server.app import RunningServer, start_server
 from sessiontodo_server.domain.values import GLOBAL_SESSION_ID
+from tests.support import make_settings
 from tests.support.certificates import auth_toml
 
 WAIT = 10.0
@@ -335,3 +336,41 @@ async def test_a_readers_first_read_of_its_global_list_reads_it_empty_and_writes
     assert (watched.kind, watched.todos) == (ChangeKind.SNAPSHOT, [])
     assert stored_after_reads is None
     assert contents(written.todos) == ["shared"]
+
+
+@asynccontextmanager
+async def serving(**overrides: Any) -> AsyncIterator[RunningServer]:
+    """A server for one part of a test, stopped at its end (also when it fails)."""
+    server = await start_server(make_settings(**overrides))
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def test_a_store_served_with_and_without_an_auth_file_never_shows_a_named_tenant_to_the_default_one(
+    auth_file: Path, tmp_path: Path
+) -> None:
+    """One sqlite file, served first with ``--auth-file`` (acme writes) and then without it: the
+    default tenant lists, follows and removes only its own sessions, and acme's are kept."""
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    async with serving(store=store, auth_file=auth_file) as server, connect(server, token("acme", "writer")) as acme:
+        await acme.create_session("ses_acme")
+        await acme.replace_todos("ses_acme", [Todo(content="acme's plan")])
+
+    async with serving(store=store) as server, TodoClient.connect(server.address) as default:
+        await default.create_session("ses_default")
+        listed = [session.session_id for session in await default.list_sessions()]
+        feed = default.watch_changes(include_snapshot=True, include_progress=True)
+        followed = []
+        while (event := await next_event(feed)).kind is not ChangeKind.PROGRESS:
+            followed.append(event.session_id)
+        await feed.aclose()
+        removed = await default.remove_all_sessions()
+
+    async with serving(store=store, auth_file=auth_file) as server, connect(server, token("acme", "writer")) as acme:
+        kept = contents((await acme.get_todos("ses_acme")).todos)
+    assert listed == ["ses_default"]
+    assert sorted(followed) == ["ses_default", GLOBAL_SESSION_ID]  # the default tenant's own global list
+    assert removed == 1
+    assert kept == ["acme's plan"]

@@ -1,4 +1,4 @@
-"""The proxy's per-session job queues: order, the latest plan wins, bounded retries, nothing stuck, and a
+"""The proxy's per-session job queues: order, every plan run, bounded waiting, bounded retries, nothing stuck, and a
 plan that ran out of retries while sessiontodo was down is still sent once it is back."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from sessiontodo_acp import _session_jobs
 from sessiontodo_acp._session_jobs import SessionJobs
 from sessiontodo_client import RetryPolicy, ServiceError
 from tests.support import eventually
@@ -32,7 +33,7 @@ def succeeding(calls: list[str], name: str, gate: asyncio.Event | None = None) -
     return job
 
 
-async def test_jobs_of_a_session_run_in_order_and_a_waiting_plan_is_replaced_by_a_newer_one() -> None:
+async def test_jobs_of_a_session_run_in_order_and_every_waiting_plan_runs() -> None:
     jobs, calls, gate = SessionJobs(FAST), list[str](), asyncio.Event()
     jobs.submit("s", succeeding(calls, "open", gate), "open")
     for n in range(5):
@@ -40,7 +41,19 @@ async def test_jobs_of_a_session_run_in_order_and_a_waiting_plan_is_replaced_by_
     jobs.submit("s", succeeding(calls, "close"), "close")
     gate.set()
     assert await jobs.wait_all_idle(5)
-    assert calls == ["open", "plan 4", "close"]
+    assert calls == ["open", *(f"plan {n}" for n in range(5)), "close"]
+    await jobs.aclose()
+
+
+async def test_past_the_bound_of_waiting_plans_the_newest_replaces_the_last_waiting_one(monkeypatch) -> None:
+    monkeypatch.setattr(_session_jobs, "MAX_WAITING_PLANS", 3)
+    jobs, calls, gate = SessionJobs(FAST), list[str](), asyncio.Event()
+    jobs.submit("s", succeeding(calls, "open", gate), "open")
+    for n in range(5):
+        jobs.submit("s", succeeding(calls, f"plan {n}"), f"plan {n}", replaceable=True)
+    gate.set()
+    assert await jobs.wait_all_idle(5)
+    assert calls == ["open", "plan 0", "plan 1", "plan 4"]
     await jobs.aclose()
 
 

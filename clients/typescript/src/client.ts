@@ -56,6 +56,7 @@ import type {
   Write,
   WriteResults,
 } from "./models.js";
+import { ConnectionReadiness, NotReady } from "./readiness.js";
 import { DEFAULT_RETRY, isTransient, type RetryPolicy } from "./retry.js";
 import { authority, ChannelSecurity } from "./security.js";
 
@@ -75,6 +76,11 @@ export interface ClientOptions {
 export interface ConnectOptions extends ClientOptions {
   /** TLS, client certificate and bearer token; default: plaintext, anonymous. */
   readonly security?: ChannelSecurity;
+  /**
+   * Told once per outage that calls wait for the server to accept connections (each within its
+   * timeout); default: one line on stderr (`console.warn`).
+   */
+  readonly onWaiting?: (line: string) => void;
   /** Ping interval of a connection with open calls (sessiontodo servers refuse pings under 10 s apart). */
   readonly keepaliveMs?: number;
 }
@@ -166,18 +172,37 @@ function bearer(token: string): Interceptor {
   };
 }
 
-/** Every rpc of `TodoService` with typed arguments and results. */
+/** What `connect` owns besides the transport: closing its connection, and waiting for it to open. */
+export interface OwnedConnection {
+  close(): void;
+  /** Resolves once the connection is open, with what is left of `timeoutMs`; throws `Unavailable` if it does not open. */
+  ready(timeoutMs: number): Promise<number>;
+}
+
+/** An injected transport's: the caller's to close, and to open. */
+const INJECTED: OwnedConnection = { close: () => {}, ready: async (timeoutMs) => timeoutMs };
+
+/** Transient, and not a wait for the connection that already took the call's whole timeout. */
+function worthAnotherTry(error: unknown): boolean {
+  return isTransient(error) && !(error instanceof NotReady);
+}
+
+/**
+ * Every rpc of `TodoService` with typed arguments and results. On a client `connect` made, each
+ * unary call first waits for the connection to open, within its timeout: a server that is starting
+ * or restarting costs a wait, told once, not an error.
+ */
 export class TodoClient {
   private readonly rpc: Client<typeof pb.TodoService>;
   private readonly retry: RetryPolicy;
   private readonly timeoutMs: number;
-  private readonly closeTransport: () => void;
+  private readonly connection: OwnedConnection;
 
-  constructor(transport: Transport, options: ClientOptions = {}, closeTransport: () => void = () => {}) {
+  constructor(transport: Transport, options: ClientOptions = {}, connection: OwnedConnection = INJECTED) {
     this.rpc = createClient(pb.TodoService, transport);
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.closeTransport = closeTransport;
+    this.connection = connection;
   }
 
   /**
@@ -205,28 +230,40 @@ export class TodoClient {
     );
     const interceptors = security.token === undefined ? [] : [bearer(security.token)];
     const transport = createGrpcTransport({ baseUrl, sessionManager, interceptors });
-    return new TodoClient(transport, options, () => sessionManager.abort());
+    const readiness = new ConnectionReadiness(
+      sessionManager,
+      `sessiontodo at ${target}`,
+      options.onWaiting ?? ((line) => console.warn(line)),
+    );
+    return new TodoClient(transport, options, {
+      close: () => sessionManager.abort(),
+      ready: (timeoutMs) => readiness.ready(timeoutMs),
+    });
   }
 
   /** Closes the connection `connect` made (an injected transport is the caller's to close). */
   close(): void {
-    this.closeTransport();
+    this.connection.close();
   }
 
   [Symbol.dispose](): void {
     this.close();
   }
 
-  /** One unary call, retried while UNAVAILABLE when `retry`: only for calls whose repetition is harmless. */
+  /**
+   * One unary call, once the connection is open (within the call's timeout); retried while
+   * UNAVAILABLE when `retry`: only for calls whose repetition is harmless.
+   */
   private async call<T>(invoke: (options: CallOptions) => Promise<T>, retry = true): Promise<T> {
     const once = async () => {
+      const timeoutMs = await this.connection.ready(this.timeoutMs);
       try {
-        return await invoke({ timeoutMs: this.timeoutMs });
+        return await invoke({ timeoutMs });
       } catch (error) {
         throw serviceError(error);
       }
     };
-    return retry ? this.retry.run(once) : once();
+    return retry ? this.retry.run(once, { retryIf: worthAnotherTry }) : once();
   }
 
   /**

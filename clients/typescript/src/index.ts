@@ -12,6 +12,7 @@ export {
   type CreateSessionOptions,
   type ListSessionsOptions,
   type Origin,
+  type OwnedConnection,
   type UpdateSessionOptions,
   type UpdateTodoOptions,
   type WatchChangesOptions,
@@ -35,6 +36,7 @@ export {
   type QuotaViolation,
 } from "./errors.js";
 export { FeedPosition, RESET_MARKER } from "./feed.js";
+export { NotReady } from "./readiness.js";
 export type {
   AddedTodo,
   AddTodoResult,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
 from google.protobuf import duration_pb2
 
 from sessiontodo.v1 import todo_service_pb2 as pb
-from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain import graph, tenancy
 from sessiontodo_server.domain.batch import Outcome
 from sessiontodo_server.domain.errors import InvalidArgument, TodoError
 from sessiontodo_server.domain.store import SessionState
@@ -22,6 +22,8 @@ from sessiontodo_server.domain.values import (
     Change,
     ChangeKind,
     DraftFields,
+    GraphChanges,
+    Limits,
     RemovalReason,
     SessionFilter,
     SessionInfo,
@@ -55,29 +57,34 @@ STATUS_NAMES = _names(_STATUS_TO_PB)
 PRIORITY_NAMES = _names(_PRIORITY_TO_PB)
 
 
-def _todo_fields(todo: Todo) -> dict[str, Any]:
-    fields = {
-        "id": todo.id,
-        "content": todo.content,
-        "status": _STATUS_TO_PB[todo.status],
-        "priority": _PRIORITY_TO_PB[todo.priority],
-    }
-    if todo.metadata:
-        fields["metadata"] = todo.metadata
-    return fields
+def todo_to_pb(todo: Todo, whole: Sequence[Todo] = ()) -> pb.Todo:
+    """One todo, its ``blocks`` read from ``whole``, the list it is in (none given: none)."""
+    holder = pb.GetTodosResponse()
+    add_todos(holder.todos, (todo,), whole or None)
+    return holder.todos[0]
 
 
-def todo_to_pb(todo: Todo) -> pb.Todo:
-    return pb.Todo(**_todo_fields(todo))
-
-
-def add_todos(field: Any, todos: Iterable[Todo]) -> None:
+def add_todos(field: Any, todos: Sequence[Todo], whole: Sequence[Todo] | None = None) -> None:
     """Build each todo in place in a repeated field: no intermediate message to copy in. Fields
-    are set one by one, not as keyword arguments as ``todo_to_pb`` does for a single todo: upb
-    takes keyword arguments at 1.4x the cost, and this runs for every todo of every list response
-    and watch message."""
+    are set one by one, not as keyword arguments: upb takes keyword arguments at 1.4x the cost,
+    and this runs for every todo of every list response and watch message. Each todo's derived
+    ``blocks`` comes from ``whole``, the list ``todos`` were selected from (default: ``todos``)."""
     add, statuses, priorities = field.add, _STATUS_TO_PB, _PRIORITY_TO_PB
-    for todo_id, content, status, priority, metadata in todos:
+    first = len(field)
+    edges = False
+    for (
+        todo_id,
+        content,
+        status,
+        priority,
+        metadata,
+        description,
+        active_form,
+        owner,
+        blocked_by,
+        lease_expires_at,
+        lease_seconds,
+    ) in todos:
         message = add()
         message.id = todo_id
         message.content = content
@@ -85,6 +92,34 @@ def add_todos(field: Any, todos: Iterable[Todo]) -> None:
         message.priority = priorities[priority]
         if metadata:
             message.metadata.update(metadata)
+        if description:
+            message.description = description
+        if active_form:
+            message.active_form = active_form
+        if owner:
+            message.owner = owner
+        if blocked_by:
+            message.blocked_by.extend(blocked_by)
+            edges = True
+        if lease_expires_at:
+            _set_time(message.lease_expires_at, lease_expires_at)
+            _set_duration(message.lease_duration, lease_seconds)
+    if edges or (whole is not None and whole is not todos):
+        _add_blocks(field, first, todos, todos if whole is None else whole)
+
+
+def _set_duration(duration: Any, seconds: float) -> None:
+    duration.seconds = int(seconds)
+    duration.nanos = round(seconds % 1 * 1e9)
+
+
+def _add_blocks(field: Any, first: int, shown: Sequence[Todo], whole: Sequence[Todo]) -> None:
+    waiting = graph.blocks(whole)
+    if not waiting:
+        return
+    for n, todo in enumerate(shown):
+        if (blocks := waiting.get(todo.id)) is not None:
+            field[first + n].blocks.extend(blocks)
 
 
 def draft_from_pb(todo: pb.Todo) -> TodoDraft:
@@ -94,10 +129,16 @@ def draft_from_pb(todo: pb.Todo) -> TodoDraft:
         STATUS_NAMES[todo.status],
         PRIORITY_NAMES[todo.priority],
         dict(todo.metadata) if todo.metadata else NO_ENTRIES,  # copying an empty protobuf map costs 2.7 us
+        todo.description,
+        todo.active_form,
+        todo.owner,
+        tuple(todo.blocked_by),
     )
 
 
-_DRAFT_FIELDS = attrgetter("id", "content", "status", "priority", "metadata")
+_DRAFT_FIELDS = attrgetter(
+    "id", "content", "status", "priority", "metadata", "description", "active_form", "owner", "blocked_by"
+)
 
 
 def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[DraftFields]:
@@ -105,8 +146,20 @@ def drafts_from_pb(todos: Iterable[pb.Todo]) -> list[DraftFields]:
     validates and builds them in one pass)."""
     statuses, priorities = STATUS_NAMES, PRIORITY_NAMES
     return [
-        (todo_id, content, statuses[status], priorities[priority], dict(metadata) if metadata else NO_ENTRIES)
-        for todo_id, content, status, priority, metadata in map(_DRAFT_FIELDS, todos)
+        (
+            todo_id,
+            content,
+            statuses[status],
+            priorities[priority],
+            dict(metadata) if metadata else NO_ENTRIES,
+            description,
+            active_form,
+            owner,
+            tuple(blocked_by) if blocked_by else (),
+        )
+        for todo_id, content, status, priority, metadata, description, active_form, owner, blocked_by in map(
+            _DRAFT_FIELDS, todos
+        )
     ]
 
 
@@ -120,8 +173,7 @@ def fill_session(message: pb.Session, session_id: str, revision: int, todo_count
     if info.labels:
         message.labels.update(info.labels)
     if info.idle_ttl:
-        message.idle_ttl.seconds = int(info.idle_ttl)
-        message.idle_ttl.nanos = round(info.idle_ttl % 1 * 1e9)
+        _set_duration(message.idle_ttl, info.idle_ttl)
 
 
 def _set_time(timestamp: Any, seconds: float) -> None:
@@ -237,3 +289,37 @@ def in_write(error: TodoError, prefix: str) -> TodoError:
         inside.write_index, inside.args = error.write_index, error.args
         return inside
     return error
+
+
+def selection(message: pb.TodoFilter, field: str = "filter") -> tuple[bool, str | None]:
+    """A read's todo filter: only ready todos, and whose (None: anyone's; "": no one's)."""
+    owner = message.owner if message.HasField("owner") else None
+    if owner is not None and len(owner) > _MAX_OWNER_LENGTH:
+        raise InvalidArgument([(f"{field}.owner", f"must be at most {_MAX_OWNER_LENGTH} characters")])
+    return message.ready, owner
+
+
+_MAX_OWNER_LENGTH = Limits().max_owner_length
+
+
+def graph_changes(message: pb.UpdateTodoRequest) -> GraphChanges | None:
+    """What an UpdateTodo asks of the task-graph fields, or None when it asks nothing of them."""
+    if not (
+        message.add_blocked_by
+        or message.remove_blocked_by
+        or message.HasField("description")
+        or message.HasField("active_form")
+        or message.HasField("owner")
+    ):
+        return None
+    return GraphChanges(
+        optional(message, "description"),
+        optional(message, "active_form"),
+        optional(message, "owner"),
+        tuple(message.add_blocked_by),
+        tuple(message.remove_blocked_by),
+    )
+
+
+def lease_seconds(message: pb.ClaimTodoRequest | pb.RenewClaimRequest) -> float | None:
+    return seconds(message.lease_duration) if message.HasField("lease_duration") else None

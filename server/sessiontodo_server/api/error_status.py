@@ -27,6 +27,10 @@ _ERROR_TABLE: dict[type[errors.TodoError], tuple[int, str]] = {
     errors.RequestIdReused: (code_pb2.FAILED_PRECONDITION, "REQUEST_ID_REUSED"),
     errors.BatchRequestIdReused: (code_pb2.FAILED_PRECONDITION, "REQUEST_ID_REUSED"),
     errors.Unavailable: (code_pb2.UNAVAILABLE, "UNAVAILABLE"),
+    errors.TodoTaken: (code_pb2.FAILED_PRECONDITION, "TODO_TAKEN"),
+    errors.TodoBlocked: (code_pb2.FAILED_PRECONDITION, "TODO_BLOCKED"),
+    errors.TodoNotPending: (code_pb2.FAILED_PRECONDITION, "TODO_NOT_PENDING"),
+    errors.ClaimNotHeld: (code_pb2.FAILED_PRECONDITION, "CLAIM_NOT_HELD"),
 }
 
 # Error attributes as AIP-193 ErrorInfo metadata keys (lowerCamel).
@@ -40,6 +44,9 @@ _ERROR_METADATA = {
     "limit": "limit",
     "value": "value",
     "write_index": "writeIndex",
+    "owner": "owner",
+    "blocked_by": "blockedBy",
+    "status": "status",
 }
 
 

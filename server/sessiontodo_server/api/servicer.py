@@ -28,16 +28,19 @@ from sessiontodo_server.api.conversions import (
     fill_session,
     filter_from_pb,
     fingerprint,
+    graph_changes,
     in_write,
+    lease_seconds,
     operation_name,
     optional,
     qualified,
     seconds,
+    selection,
     session_to_pb,
     todo_to_pb,
 )
 from sessiontodo_server.api.error_status import abort, translating_errors
-from sessiontodo_server.domain import errors, tenancy
+from sessiontodo_server.domain import errors, graph, tenancy
 from sessiontodo_server.domain.batch import Operation, at_write
 from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.store import SessionState
@@ -49,9 +52,6 @@ _ENTRY_FRAMING = 8
 WATCH_ACCEPTED = (("sessiontodo-watch", "accepted"),)
 """Headers a watch stream sends as soon as it is taken, before any message: a client can tell a quiet
 stream from one still connecting (the typed client's ``resume.ACCEPTED_HEADER``)."""
-
-
-_GRAPH_NOT_SERVED = "claims are not served by this build yet (issue 32 lands them store by store)"
 
 
 class TodoServicer:
@@ -138,9 +138,10 @@ class TodoServicer:
     async def GetTodos(
         self, request: pb.GetTodosRequest, context: grpc.aio.ServicerContext[pb.GetTodosRequest, pb.GetTodosResponse]
     ) -> pb.GetTodosResponse:
+        ready, owner = selection(request.filter)
         state = await self._book.get(qualified(request.session_id))
         response = pb.GetTodosResponse(revision=state.revision)
-        add_todos(response.todos, state.todos)
+        add_todos(response.todos, graph.select(state.todos, ready=ready, owner=owner), state.todos)
         return response
 
     @translating_errors
@@ -150,12 +151,13 @@ class TodoServicer:
         context: grpc.aio.ServicerContext[pb.BatchGetTodosRequest, pb.BatchGetTodosResponse],
     ) -> pb.BatchGetTodosResponse:
         session_ids = [qualified(sid, f"session_ids[{i}]") for i, sid in enumerate(request.session_ids)]
+        ready, owner = selection(request.filter)
         entries: dict[str, pb.SessionTodos] = {}
 
         def size(state: SessionState) -> int:
             entry = entries[state.session_id] = pb.SessionTodos()
             fill_session(entry.session, state.session_id, state.revision, len(state.todos), state.info)
-            add_todos(entry.todos, state.todos)
+            add_todos(entry.todos, graph.select(state.todos, ready=ready, owner=owner), state.todos)
             return entry.ByteSize() + _ENTRY_FRAMING
 
         found, missing, unread = await self._book.batch_get(session_ids, size)
@@ -201,7 +203,7 @@ class TodoServicer:
         request: pb.UpdateTodoRequest,
         context: grpc.aio.ServicerContext[pb.UpdateTodoRequest, pb.UpdateTodoResponse],
     ) -> pb.UpdateTodoResponse:
-        todo, revision, changed = await self._book.update(
+        todo, state, changed = await self._book.update(
             qualified(request.session_id),
             request.todo_id,
             content=optional(request, "content"),
@@ -210,9 +212,10 @@ class TodoServicer:
             expected_revision=optional(request, "expected_revision"),
             set_metadata=dict(request.metadata),
             remove_metadata_keys=list(request.remove_metadata_keys),
+            graph=graph_changes(request),
             origin=request.origin,
         )
-        return pb.UpdateTodoResponse(todo=todo_to_pb(todo), revision=revision, changed=changed)
+        return pb.UpdateTodoResponse(todo=todo_to_pb(todo, state.todos), revision=state.revision, changed=changed)
 
     @translating_errors
     async def RemoveTodo(
@@ -228,27 +231,54 @@ class TodoServicer:
         )
         return pb.RemoveTodoResponse(revision=revision)
 
+    @translating_errors
     async def ClaimTodo(
         self, request: pb.ClaimTodoRequest, context: grpc.aio.ServicerContext[pb.ClaimTodoRequest, pb.ClaimTodoResponse]
     ) -> pb.ClaimTodoResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
-        raise AssertionError("abort returned")  # it always raises
+        todo, state, changed = await self._book.claim(
+            qualified(request.session_id),
+            request.owner,
+            todo_id=request.todo_id,
+            lease_seconds=lease_seconds(request),
+            expected_revision=optional(request, "expected_revision"),
+            request_id=request.request_id,
+            origin=request.origin,
+        )
+        response = pb.ClaimTodoResponse(revision=state.revision, changed=changed)
+        if todo is not None:
+            response.todo.CopyFrom(todo_to_pb(todo, state.todos))
+        return response
 
+    @translating_errors
     async def RenewClaim(
         self,
         request: pb.RenewClaimRequest,
         context: grpc.aio.ServicerContext[pb.RenewClaimRequest, pb.RenewClaimResponse],
     ) -> pb.RenewClaimResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
-        raise AssertionError("abort returned")  # it always raises
+        todo, state = await self._book.renew(
+            qualified(request.session_id),
+            request.todo_id,
+            request.owner,
+            lease_seconds=lease_seconds(request),
+            expected_revision=optional(request, "expected_revision"),
+            origin=request.origin,
+        )
+        return pb.RenewClaimResponse(todo=todo_to_pb(todo, state.todos), revision=state.revision)
 
+    @translating_errors
     async def ReleaseTodo(
         self,
         request: pb.ReleaseTodoRequest,
         context: grpc.aio.ServicerContext[pb.ReleaseTodoRequest, pb.ReleaseTodoResponse],
     ) -> pb.ReleaseTodoResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, _GRAPH_NOT_SERVED)
-        raise AssertionError("abort returned")  # it always raises
+        todo, state = await self._book.release(
+            qualified(request.session_id),
+            request.todo_id,
+            request.owner,
+            expected_revision=optional(request, "expected_revision"),
+            origin=request.origin,
+        )
+        return pb.ReleaseTodoResponse(todo=todo_to_pb(todo, state.todos), revision=state.revision)
 
     async def BatchWrite(
         self,
@@ -289,8 +319,6 @@ class TodoServicer:
         message = getattr(write, name)
         if getattr(message, "origin", "") or getattr(message, "request_id", ""):
             raise errors.InvalidArgument([("origin", "set origin and request_id on the batch, not on its writes")])
-        if name in ("claim_todo", "renew_claim", "release_todo"):
-            raise errors.InvalidArgument([(name, _GRAPH_NOT_SERVED)])
         if name == "replace_todos":
             return book.replace_operation(
                 qualified(message.session_id),
@@ -314,6 +342,7 @@ class TodoServicer:
                 expected_revision=optional(message, "expected_revision"),
                 set_metadata=dict(message.metadata),
                 remove_metadata_keys=list(message.remove_metadata_keys),
+                graph=graph_changes(message),
             )
         if name == "remove_todo":
             return book.remove_todo_operation(
@@ -325,6 +354,29 @@ class TodoServicer:
                 parent_id=qualified(message.parent_id, "parent_id"),
                 labels=dict(message.labels),
                 idle_ttl=seconds(message.idle_ttl) if message.HasField("idle_ttl") else None,
+            )
+        if name == "claim_todo":
+            return book.claim_operation(
+                qualified(message.session_id),
+                message.owner,
+                todo_id=message.todo_id,
+                lease_seconds=lease_seconds(message),
+                expected_revision=optional(message, "expected_revision"),
+            )
+        if name == "renew_claim":
+            return book.renew_operation(
+                qualified(message.session_id),
+                message.todo_id,
+                message.owner,
+                lease_seconds=lease_seconds(message),
+                expected_revision=optional(message, "expected_revision"),
+            )
+        if name == "release_todo":
+            return book.release_operation(
+                qualified(message.session_id),
+                message.todo_id,
+                message.owner,
+                expected_revision=optional(message, "expected_revision"),
             )
         if name == "update_session":
             return book.update_session_operation(

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain import claims, tenancy
 from sessiontodo_server.domain import todos as ops
 from sessiontodo_server.domain.batch import MAX_WRITES, Batch, Create, Operation, Outcome, Remove, Write, WriteContext
 from sessiontodo_server.domain.errors import (
@@ -24,16 +24,30 @@ from sessiontodo_server.domain.errors import (
     RevisionMismatch,
     SessionNotFound,
     TodoError,
+    Unavailable,
 )
-from sessiontodo_server.domain.mutations import AddTodo, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.leases import LeaseIndex
+from sessiontodo_server.domain.mutations import (
+    AddTodo,
+    ClaimTodo,
+    LapseLease,
+    ReleaseTodo,
+    RemoveTodo,
+    RenewClaim,
+    ReplaceTodos,
+    UpdateSession,
+    UpdateTodo,
+)
 from sessiontodo_server.domain.observer import BookObserver, NoObserver
 from sessiontodo_server.domain.periodic import repeat
 from sessiontodo_server.domain.store import AddResult, SessionState, TodoStore, Written
 from sessiontodo_server.domain.values import (
     NO_ENTRIES,
+    NO_GRAPH_CHANGES,
     Change,
     ChangeKind,
     DraftFields,
+    GraphChanges,
     Limits,
     RemovalReason,
     SessionFilter,
@@ -79,6 +93,9 @@ class TodoBook:
         self._limits = limits
         self._default_idle_ttl = default_idle_ttl
         self._clock = clock
+        self._leases = LeaseIndex()
+        self._leases_known = False
+        """Whether the lease index holds every lease of the store (read once, and after a lost feed)."""
         store.on_external_change(self._on_external_change)
 
     @property
@@ -305,8 +322,7 @@ class TodoBook:
         request_id: str = "",
         origin: str = "",
     ) -> AddResult:
-        if len(request_id) > self._limits.max_todo_id_length:
-            raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
+        self._check_request_id(request_id)
         fingerprint = _fingerprint(draft, index, expected_revision, origin) if request_id else ""
         operation = self.add_operation(
             session_id, draft, index=index, expected_revision=expected_revision, fingerprint=fingerprint
@@ -341,8 +357,10 @@ class TodoBook:
         expected_revision: int | None = None,
         set_metadata: Mapping[str, str] = NO_ENTRIES,
         remove_metadata_keys: Sequence[str] = (),
+        graph: GraphChanges | None = None,
         origin: str = "",
-    ) -> tuple[Todo, int, bool]:
+    ) -> tuple[Todo, SessionState, bool]:
+        """The todo as stored, the session after the update, and whether it changed."""
         operation = self.update_operation(
             session_id,
             todo_id,
@@ -352,10 +370,11 @@ class TodoBook:
             expected_revision=expected_revision,
             set_metadata=set_metadata,
             remove_metadata_keys=remove_metadata_keys,
+            graph=graph,
         )
-        after = (written := await self._write(operation, origin=origin)).state
-        todo = next(todo for todo in after.todos if todo.id == todo_id)
-        return todo, after.revision, written.change is not None
+        written = await self._write(operation, origin=origin)
+        todo, state = _todo_in(written, todo_id)
+        return todo, state, written.change is not None
 
     def update_operation(
         self,
@@ -368,9 +387,10 @@ class TodoBook:
         expected_revision: int | None = None,
         set_metadata: Mapping[str, str] = NO_ENTRIES,
         remove_metadata_keys: Sequence[str] = (),
+        graph: GraphChanges | None = None,
     ) -> Write:
         """An UpdateTodo checked on its own."""
-        ops.check_update(content, status, priority, set_metadata, remove_metadata_keys, self._limits)
+        ops.check_update(content, status, priority, set_metadata, remove_metadata_keys, self._limits, graph)
         mutation = UpdateTodo(
             todo_id,
             content,
@@ -378,6 +398,8 @@ class TodoBook:
             TodoPriority(priority) if priority else None,
             frozen(set_metadata),
             tuple(remove_metadata_keys),
+            graph or NO_GRAPH_CHANGES,
+            self._clock(),
         )
         return self._checked(Write(session_id, mutation, expected_revision))
 
@@ -390,6 +412,103 @@ class TodoBook:
     def remove_todo_operation(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> Write:
         """A RemoveTodo checked on its own."""
         return self._checked(Write(session_id, RemoveTodo(todo_id), expected_revision))
+
+    # Claims
+
+    async def claim(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        todo_id: str = "",
+        lease_seconds: float | None = None,
+        expected_revision: int | None = None,
+        request_id: str = "",
+        origin: str = "",
+    ) -> tuple[Todo | None, SessionState, bool]:
+        """``todo_id`` (or the first ready todo) claimed for ``owner``: the todo (None: nothing was
+        ready), the session after the claim, and whether the list changed. A retried
+        ``request_id`` returns the first claim's todo (and the session as it is now)."""
+        self._check_request_id(request_id)
+        asked = (todo_id, owner, lease_seconds, expected_revision, origin)
+        fingerprint = _digest(repr(("claim", *asked))) if request_id else ""
+        operation = self.claim_operation(
+            session_id,
+            owner,
+            todo_id=todo_id,
+            lease_seconds=lease_seconds,
+            expected_revision=expected_revision,
+            fingerprint=fingerprint,
+        )
+        written = await self._write(operation, request_id=request_id, origin=origin)
+        if written.result is not None:  # claimed now, or by the first call with this request id
+            if written.change is None and written.result.fingerprint != fingerprint:
+                raise RequestIdReused(session_id, request_id)
+            return written.result.todo, written.state, written.change is not None
+        state = written.state
+        mine = next((todo for todo in state.todos if todo.id == todo_id), None) if todo_id else None
+        return mine, state, False
+
+    def claim_operation(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        todo_id: str = "",
+        lease_seconds: float | None = None,
+        expected_revision: int | None = None,
+        fingerprint: str = "",
+    ) -> Write:
+        """A ClaimTodo checked on its own."""
+        claims.check_claim(owner, lease_seconds, self._limits.max_owner_length)
+        mutation = ClaimTodo(todo_id, owner, lease_seconds, self._clock(), fingerprint)
+        return self._checked(Write(session_id, mutation, expected_revision))
+
+    async def renew(
+        self,
+        session_id: str,
+        todo_id: str,
+        owner: str,
+        *,
+        lease_seconds: float | None = None,
+        expected_revision: int | None = None,
+        origin: str = "",
+    ) -> tuple[Todo, SessionState]:
+        operation = self.renew_operation(
+            session_id, todo_id, owner, lease_seconds=lease_seconds, expected_revision=expected_revision
+        )
+        return _todo_in(await self._write(operation, origin=origin), todo_id)
+
+    def renew_operation(
+        self,
+        session_id: str,
+        todo_id: str,
+        owner: str,
+        *,
+        lease_seconds: float | None = None,
+        expected_revision: int | None = None,
+    ) -> Write:
+        """A RenewClaim checked on its own."""
+        claims.check_claim(owner, lease_seconds, self._limits.max_owner_length)
+        mutation = RenewClaim(todo_id, owner, lease_seconds, self._clock())
+        return self._checked(Write(session_id, mutation, expected_revision))
+
+    async def release(
+        self, session_id: str, todo_id: str, owner: str, *, expected_revision: int | None = None, origin: str = ""
+    ) -> tuple[Todo, SessionState]:
+        operation = self.release_operation(session_id, todo_id, owner, expected_revision=expected_revision)
+        return _todo_in(await self._write(operation, origin=origin), todo_id)
+
+    def release_operation(
+        self, session_id: str, todo_id: str, owner: str, *, expected_revision: int | None = None
+    ) -> Write:
+        """A ReleaseTodo checked on its own."""
+        claims.check_claim(owner, None, self._limits.max_owner_length)
+        return self._checked(Write(session_id, ReleaseTodo(todo_id, owner), expected_revision))
+
+    def _check_request_id(self, request_id: str) -> None:
+        if len(request_id) > self._limits.max_todo_id_length:
+            raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
 
     def _checked(self, operation: Write) -> Write:
         ops.check_session_id(operation.session_id, self._limits)
@@ -407,6 +526,7 @@ class TodoBook:
             self._observer.write_conflict("expected_revision")
             raise
         if written.change is not None:
+            self._leases.note(written.change)
             self._hub.publish(written.change)
         return written
 
@@ -427,8 +547,7 @@ class TodoBook:
         if len(operations) > MAX_WRITES:
             raise InvalidArgument([("writes", f"at most {MAX_WRITES} writes")])
         ops.check_origin(origin)
-        if len(request_id) > self._limits.max_todo_id_length:
-            raise InvalidArgument([("request_id", f"must be at most {self._limits.max_todo_id_length} characters")])
+        self._check_request_id(request_id)
         for session_id in {op.session_id for op in operations if isinstance(op, Write)}:
             if _is_tenants_global_list(session_id):
                 await self._make_global_list(session_id)
@@ -444,6 +563,7 @@ class TodoBook:
             if change.kind is ChangeKind.SESSION_REMOVED:
                 self._end([change])
             else:
+                self._leases.note(change)
                 self._hub.publish(change)
         return written.outcomes
 
@@ -456,10 +576,12 @@ class TodoBook:
 
     def _on_external_change(self, change: Change) -> None:
         if change.kind is ChangeKind.RESET and not change.session_id:
+            self._leases_known = False  # which leases another replica set is unknown: read them again
             self._hub.lag_all(change.cursor)
         elif change.kind is ChangeKind.SESSION_REMOVED:
             self._hub.end_session(change)
         else:
+            self._leases.note(change)
             self._hub.publish(change)
 
     # Expiry
@@ -472,8 +594,37 @@ class TodoBook:
         return expired
 
     async def run_expiry(self, interval: float) -> None:
-        """Expire idle sessions every ``interval`` seconds, for as long as the task runs."""
-        await repeat(self.expire_due, every=interval, on_error=_expiry_failed)
+        """Expire idle sessions and lapse run-out leases every ``interval`` seconds, for as long as
+        the task runs."""
+        await repeat(self._expire_and_lapse, every=interval, on_error=_expiry_failed)
+
+    async def _expire_and_lapse(self) -> None:
+        await self.expire_due()
+        await self.lapse_due()
+
+    async def lapse_due(self) -> list[tuple[str, str]]:
+        """Lapse every claim whose lease has run out: one change each, with origin
+        ``claims.LEASE_ORIGIN``. The store re-checks the lease as it applies the lapse, so a lease
+        renewed in the meantime (by any replica) stays. The (session, todo) pairs that lapsed."""
+        if not self._leases_known:
+            _, states = await self._store.snapshot()
+            for state in states:
+                self._leases.note_list(state.session_id, state.todos)
+            self._leases_known = True
+        now = self._clock()
+        lapsed = []
+        for session_id, todo_id in self._leases.due(now):
+            try:
+                written = await self._write(Write(session_id, LapseLease(todo_id, now)), origin=claims.LEASE_ORIGIN)
+            except SessionNotFound:
+                continue
+            except Unavailable:
+                self._leases.again(session_id, todo_id, now)
+                raise
+            if written.change is not None:
+                lapsed.append((session_id, todo_id))
+                log.info("lease of %s in session %s lapsed", todo_id, session_id)
+        return lapsed
 
     def shut_down(self) -> None:
         self._hub.shut_down()
@@ -528,5 +679,24 @@ def _page_start(token: str, only: SessionFilter) -> str:
 def _fingerprint(draft: TodoDraft, index: int | None, expected_revision: int | None, origin: str) -> str:
     """What an AddTodo asks for, so a reused request_id asking for something else is told apart
     from a retry (which asks for exactly the same)."""
-    asked = (draft.id, draft.content, draft.status, draft.priority, sorted(draft.metadata.items()), index)
-    return hashlib.blake2b(repr((*asked, expected_revision, origin)).encode(), digest_size=12).hexdigest()
+    asked: tuple[object, ...] = (
+        draft.id,
+        draft.content,
+        draft.status,
+        draft.priority,
+        sorted(draft.metadata.items()),
+        index,
+    )
+    if draft.description or draft.active_form or draft.owner or draft.blocked_by:  # older fingerprints stay valid
+        asked += (draft.description, draft.active_form, draft.owner, draft.blocked_by)
+    return _digest(repr((*asked, expected_revision, origin)))
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _todo_in(written: Written, todo_id: str) -> tuple[Todo, SessionState]:
+    """The written todo as stored, and the session as the write left it."""
+    state = written.state
+    return next(todo for todo in state.todos if todo.id == todo_id), state

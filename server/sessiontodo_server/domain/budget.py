@@ -23,6 +23,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 
 from sessiontodo_server.domain.values import Change, SessionFilter, SessionInfo, Todo
@@ -40,10 +41,20 @@ def list_bytes(todos: Sequence[Todo]) -> int:
     pays for this on every commit)."""
     text = sum(map(len, map(_content, todos))) + sum(map(len, map(_id, todos)))
     metadata = sum(len(k) + len(v) for m in filter(None, map(_metadata, todos)) for k, v in m.items())
-    return TODO_OVERHEAD * len(todos) + text + metadata
+    graph = sum(map(len, map(_description, todos))) + sum(map(len, map(_active_form, todos)))
+    graph += sum(map(len, map(_owner, todos)))
+    blockers = list(chain.from_iterable(map(_blocked_by, todos)))
+    if blockers:
+        graph += EDGE_OVERHEAD * len(blockers) + sum(map(len, blockers))
+    return TODO_OVERHEAD * len(todos) + text + metadata + graph
 
 
 _content, _id, _metadata = attrgetter("content"), attrgetter("id"), attrgetter("metadata")
+_description, _active_form, _owner = attrgetter("description"), attrgetter("active_form"), attrgetter("owner")
+_blocked_by = attrgetter("blocked_by")
+
+EDGE_OVERHEAD = 64
+"""Bytes a blocker costs beyond its id's text: its string's header and a tuple slot."""
 
 LABEL_OVERHEAD = 120
 """Bytes a label costs beyond its text: its key and value string headers and its dict slot."""

@@ -89,3 +89,47 @@ class Unavailable(TodoError):
 
     retry_after = 1.0
     """Seconds a client should wait before retrying (sent as google.rpc.RetryInfo)."""
+
+
+class TodoTaken(TodoError):
+    """A claim of a todo that another owner holds."""
+
+    def __init__(self, session_id: str, todo_id: str, owner: str) -> None:
+        self.session_id = session_id
+        self.todo_id = todo_id
+        self.owner = owner
+        super().__init__(f"todo {todo_id!r} in session {session_id!r} is taken by {owner!r}")
+
+
+class TodoBlocked(TodoError):
+    """A claim of a todo that waits on unfinished blockers."""
+
+    def __init__(self, session_id: str, todo_id: str, blocked_by: str) -> None:
+        self.session_id = session_id
+        self.todo_id = todo_id
+        self.blocked_by = blocked_by
+        """The unfinished blockers' ids, comma separated."""
+        super().__init__(f"todo {todo_id!r} in session {session_id!r} is blocked by {blocked_by}")
+
+
+class TodoNotPending(TodoError):
+    """A claim of a todo that is no longer waiting to be started."""
+
+    def __init__(self, session_id: str, todo_id: str, status: str) -> None:
+        self.session_id = session_id
+        self.todo_id = todo_id
+        self.status = status
+        super().__init__(f"todo {todo_id!r} in session {session_id!r} is {status}, not pending")
+
+
+class ClaimNotHeld(TodoError):
+    """A renewal or release by an owner that does not hold the claim (it was released, lapsed or
+    changed hands); ``owner`` and ``status`` say how the todo stands now."""
+
+    def __init__(self, session_id: str, todo_id: str, owner: str, status: str) -> None:
+        self.session_id = session_id
+        self.todo_id = todo_id
+        self.owner = owner
+        self.status = status
+        held = f"held by {owner!r}" if owner else "unowned"
+        super().__init__(f"todo {todo_id!r} in session {session_id!r} is {status} and {held}: the claim is not held")

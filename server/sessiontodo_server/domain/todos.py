@@ -12,13 +12,16 @@ import os
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 
-from sessiontodo_server.domain import tenancy
+from sessiontodo_server.domain import graph, tenancy
 from sessiontodo_server.domain.errors import InvalidArgument, LimitExceeded, TodoNotFound
 from sessiontodo_server.domain.values import (
     GLOBAL_SESSION_ID,
     NO_ENTRIES,
+    NO_GRAPH_CHANGES,
     DraftFields,
+    GraphChanges,
     Limits,
     Todo,
     TodoDraft,
@@ -156,7 +159,25 @@ def _draft_violations(draft: TodoDraft, prefix: str, limits: Limits) -> list[tup
         violations.append((f"{prefix}content", f"must be at most {limits.max_content_length} characters"))
     if len(draft.id) > limits.max_todo_id_length:
         violations.append((f"{prefix}id", f"must be at most {limits.max_todo_id_length} characters"))
+    violations += _text_violations(draft.description, draft.active_form, draft.owner, prefix, limits)
+    if draft.blocked_by:  # which ids exist is the list's business: ``graph.list_violations``
+        field = f"{prefix}blocked_by"
+        violations += graph.blocker_violations(draft.id, draft.blocked_by, None, limits.max_blockers_per_todo, field)
     return violations + _metadata_violations(draft.metadata, f"{prefix}metadata", limits)
+
+
+def _text_violations(
+    description: str | None, active_form: str | None, owner: str | None, prefix: str, limits: Limits
+) -> list[tuple[str, str]]:
+    """The task-graph texts, each None (not given) or bounded."""
+    violations = []
+    if description and len(description) > limits.max_description_length:
+        violations.append((f"{prefix}description", f"must be at most {limits.max_description_length} characters"))
+    if active_form and len(active_form) > limits.max_content_length:
+        violations.append((f"{prefix}active_form", f"must be at most {limits.max_content_length} characters"))
+    if owner and len(owner) > limits.max_owner_length:
+        violations.append((f"{prefix}owner", f"must be at most {limits.max_owner_length} characters"))
+    return violations
 
 
 def _metadata_violations(metadata: Mapping[str, str], field: str, limits: Limits) -> list[tuple[str, str]]:
@@ -190,6 +211,10 @@ def _materialize(draft: TodoDraft) -> Todo:
         status=_STATUSES[draft.status] if draft.status else _PENDING,
         priority=_PRIORITIES[draft.priority] if draft.priority else _MEDIUM,
         metadata=frozen(draft.metadata),
+        description=draft.description,
+        active_form=draft.active_form,
+        owner=draft.owner,
+        blocked_by=tuple(draft.blocked_by),
     )
 
 
@@ -197,7 +222,20 @@ def todo_bytes(todo: Todo) -> int:
     """What one todo counts towards ``max_list_bytes`` (UTF-8 bytes; ASCII text is counted without encoding it)."""
     content = todo.content
     text = len(content) if content.isascii() else len(content.encode())
-    return text + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+    size = text + len(todo.id) + (_entries_bytes(todo.metadata) if todo.metadata else 0)
+    if todo.description or todo.active_form or todo.owner or todo.blocked_by:
+        size += _graph_bytes(todo)
+    return size
+
+
+def _graph_bytes(todo: Todo) -> int:
+    """The task-graph fields' share of ``todo_bytes``: their texts' UTF-8 bytes and every blocker's id."""
+    return _texts_bytes(todo.description, todo.active_form, todo.owner) + sum(map(len, todo.blocked_by))
+
+
+def _texts_bytes(*texts: str) -> int:
+    joined = "".join(texts)
+    return len(joined) if joined.isascii() else len(joined.encode())
 
 
 def _list_bytes(todos: tuple[Todo, ...]) -> int:
@@ -217,10 +255,13 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
     if len(drafts) > limits.max_todos_per_session:
         return _replace_all_checked(drafts, limits, prefix)
     max_content, max_id = limits.max_content_length, limits.max_todo_id_length
+    max_blockers = limits.max_blockers_per_todo
     todos: list[Todo] = []
     seen: set[str] = set()
+    blockers: list[tuple[str, ...]] = []
+    in_list_order = True
     text = 0
-    for todo_id, content, status, priority, metadata in drafts:
+    for todo_id, content, status, priority, metadata, description, active_form, owner, blocked_by in drafts:
         if (
             metadata
             or not content
@@ -232,6 +273,26 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
             or todo_id in seen
         ):
             break  # metadata has its own checks: the full pass
+        if blocked_by:
+            # Blockers all named earlier in the list (the usual plan) can close no cycle, nor name
+            # the todo itself; others are checked once the whole list is known.
+            if in_list_order:
+                for blocker in blocked_by:  # a loop: ``seen.issuperset`` builds a set from the tuple
+                    if blocker not in seen:
+                        in_list_order = False
+                        break
+            if not in_list_order and todo_id in blocked_by:
+                break
+            count = len(blocked_by)
+            if count > max_blockers:
+                break
+            if count > 1 and (blocked_by[0] == blocked_by[1] if count == 2 else len(set(blocked_by)) < count):
+                break
+            blockers.append(blocked_by)
+        if description or active_form or owner:
+            if _text_violations(description, active_form, owner, "", limits):
+                break
+            text += _texts_bytes(description, active_form, owner)
         if todo_id:
             seen.add(todo_id)
         else:
@@ -246,10 +307,22 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
                     _STATUSES[status] if status else _PENDING,
                     _PRIORITIES[priority] if priority else _MEDIUM,
                     NO_ENTRIES,
+                    description,
+                    active_form,
+                    owner,
+                    blocked_by,
+                    0.0,
+                    0.0,
                 ),
             )
         )
     else:
+        if blockers:
+            # Others name todos anywhere in the list: each must be there, and no cycle (a linear
+            # search); a list breaking either takes the full pass, which names the culprit.
+            if not in_list_order and not graph.known_and_acyclic(todos, chain.from_iterable(blockers)):
+                return _replace_all_checked(drafts, limits, prefix)
+            text += sum(map(len, chain.from_iterable(blockers)))
         if text > limits.max_list_bytes:
             too_big = f"the list must stay under {limits.max_list_bytes} bytes of text"
             raise InvalidArgument([(f"{prefix}todos", too_big)])
@@ -273,6 +346,7 @@ def _replace_all_checked(fields: Sequence[DraftFields], limits: Limits, prefix: 
     if violations:
         raise InvalidArgument(violations)
     todos = tuple(_materialize(draft) for draft in drafts)
+    graph.check_list(todos, limits.max_blockers_per_todo, prefix)
     _check_size(todos, limits, f"{prefix}todos")
     return todos
 
@@ -284,6 +358,11 @@ def insert(
     violations = _draft_violations(draft, "todo.", limits)
     if draft.id and any(t.id == draft.id for t in todos):
         violations.append(("todo.id", f"duplicate id {draft.id!r}"))
+    if draft.blocked_by and not violations:  # it can close no cycle: nothing names a todo not yet there
+        known = {todo.id for todo in todos}
+        violations += graph.blocker_violations(
+            draft.id, draft.blocked_by, known, limits.max_blockers_per_todo, "todo.blocked_by"
+        )
     if violations:
         raise InvalidArgument(violations)
     if len(todos) >= limits.max_todos_per_session:
@@ -313,10 +392,13 @@ def update(
     limits: Limits,
     set_metadata: Mapping[str, str] = NO_ENTRIES,
     remove_metadata: Iterable[str] = (),
+    *,
+    graph_changes: GraphChanges | None = None,
 ) -> tuple[tuple[Todo, ...], Todo]:
     """Change the given fields of one todo; returns the same tuple object when nothing changes."""
     remove_metadata = tuple(remove_metadata)
-    check_update(content, status, priority, set_metadata, remove_metadata, limits)
+    changes = graph_changes or NO_GRAPH_CHANGES
+    check_update(content, status, priority, set_metadata, remove_metadata, limits, changes)
     position = _position(todos, session_id, todo_id)
     old = todos[position]
     metadata = with_changes(old.metadata, set_metadata, remove_metadata) if set_metadata or remove_metadata else None
@@ -328,6 +410,12 @@ def update(
         _STATUSES[status] if status else old.status,
         _PRIORITIES[priority] if priority else old.priority,
         old.metadata if metadata is None else metadata,
+        old.description if changes.description is None else changes.description,
+        old.active_form if changes.active_form is None else changes.active_form,
+        old.owner if changes.owner is None else changes.owner,
+        _blockers_after(todos, old, changes, limits) if changes.touch_blockers else old.blocked_by,
+        old.lease_expires_at,
+        old.lease_seconds,
     )
     if new == old:
         return todos, old
@@ -344,6 +432,7 @@ def check_update(
     set_metadata: Mapping[str, str],
     remove_metadata: Iterable[str],
     limits: Limits,
+    graph_changes: GraphChanges | None = None,
 ) -> None:
     """What an update says on its own, checked before the todo it names is looked up."""
     violations = _enum_violations(status, priority, "")
@@ -351,10 +440,48 @@ def check_update(
         violations += _draft_violations(TodoDraft(content=content), "", limits)
     violations += _metadata_violations(set_metadata, "metadata", limits)
     violations += check_key_changes(set_metadata, remove_metadata, "remove_metadata_keys")
+    if graph_changes is not None:
+        changes = graph_changes
+        violations += _text_violations(changes.description, changes.active_form, changes.owner, "", limits)
+        violations += graph.blocker_violations(
+            "", changes.add_blocked_by, None, limits.max_blockers_per_todo, "add_blocked_by"
+        )
+        violations += check_key_changes(changes.add_blocked_by, changes.remove_blocked_by, "remove_blocked_by")
+        violations += [
+            (f"{field}[{n}]", f"must be at most {limits.max_todo_id_length} characters")
+            for field, ids in (
+                ("add_blocked_by", changes.add_blocked_by),
+                ("remove_blocked_by", changes.remove_blocked_by),
+            )
+            for n, todo_id in enumerate(ids)
+            if len(todo_id) > limits.max_todo_id_length
+        ]
     if violations:
         raise InvalidArgument(violations)
 
 
+def _blockers_after(todos: tuple[Todo, ...], old: Todo, changes: GraphChanges, limits: Limits) -> tuple[str, ...]:
+    """``old``'s blockers with ``changes``' removed and added (in that order, new ones last), each
+    added one naming another todo of the list and closing no cycle."""
+    removed = set(changes.remove_blocked_by)
+    blockers = [blocker for blocker in old.blocked_by if blocker not in removed]
+    known = {todo.id for todo in todos}
+    added = [blocker for blocker in changes.add_blocked_by if blocker not in blockers]
+    violations = [
+        (f"add_blocked_by[{n}]", why)
+        for n, blocker in enumerate(changes.add_blocked_by)
+        for _, why in graph.blocker_violations(old.id, (blocker,), known, 1, "")
+    ]
+    if not violations and added and (cycle := graph.cycle_through(todos, old.id, added)) is not None:
+        violations.append(graph.cycle_violation(f"add_blocked_by[{changes.add_blocked_by.index(cycle[1])}]", cycle))
+    if len(blockers) + len(added) > limits.max_blockers_per_todo:
+        violations.append(("add_blocked_by", f"at most {limits.max_blockers_per_todo} blockers per todo"))
+    if violations:
+        raise InvalidArgument(violations)
+    return (*blockers, *added)
+
+
 def remove(todos: tuple[Todo, ...], session_id: str, todo_id: str) -> tuple[Todo, ...]:
+    """Remove the todo, and its id from every other todo's ``blocked_by``: one change."""
     position = _position(todos, session_id, todo_id)
-    return (*todos[:position], *todos[position + 1 :])
+    return graph.without_blocker((*todos[:position], *todos[position + 1 :]), todo_id)

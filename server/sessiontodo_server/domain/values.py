@@ -64,6 +64,15 @@ class Todo(NamedTuple):
     status: TodoStatus = TodoStatus.PENDING
     priority: TodoPriority = TodoPriority.MEDIUM
     metadata: Mapping[str, str] = NO_ENTRIES
+    description: str = ""
+    active_form: str = ""
+    owner: str = ""
+    blocked_by: tuple[str, ...] = ()
+    """Ids of todos of the same list that must be finished first (``graph``'s rules)."""
+    lease_expires_at: float = 0.0
+    """When the owner's claim lapses unless renewed (Unix seconds); 0: no lease (``claims``)."""
+    lease_seconds: float = 0.0
+    """How long the lease runs from each renewal; 0: no lease."""
 
 
 class TodoDraft(NamedTuple):
@@ -75,11 +84,34 @@ class TodoDraft(NamedTuple):
     status: str | None = None
     priority: str | None = None
     metadata: Mapping[str, str] = NO_ENTRIES
+    description: str = ""
+    active_form: str = ""
+    owner: str = ""
+    blocked_by: tuple[str, ...] = ()
 
 
-DraftFields = tuple[str, str, str | None, str | None, Mapping[str, str]]
+DraftFields = tuple[str, str, str | None, str | None, Mapping[str, str], str, str, str, tuple[str, ...]]
 """A ``TodoDraft``'s fields in its order, as a plain tuple: a whole list's drafts are read per
 write, and a tuple display is made in a fifth of a named tuple's time."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphChanges:
+    """What an update asks of a todo's task-graph fields: None (or nothing to add or remove)
+    leaves a field as it is."""
+
+    description: str | None = None
+    active_form: str | None = None
+    owner: str | None = None
+    add_blocked_by: tuple[str, ...] = ()
+    remove_blocked_by: tuple[str, ...] = ()
+
+    @property
+    def touch_blockers(self) -> bool:
+        return bool(self.add_blocked_by or self.remove_blocked_by)
+
+
+NO_GRAPH_CHANGES = GraphChanges()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +229,10 @@ class Limits:
     max_batch_size: int = 1000
     max_filter_session_ids: int = 1000
     """Session ids one feed's or listing's filter may name (each costs memory for the stream's life)."""
+    max_description_length: int = 16384
+    max_owner_length: int = 128
+    max_blockers_per_todo: int = 64
+    """Ids in one todo's ``blocked_by``."""
 
 
 GLOBAL_SESSION_ID = "sessiontodo:global"

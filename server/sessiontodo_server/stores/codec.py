@@ -1,9 +1,13 @@
 """One encoding of todos, shared by the stores that keep lists outside Python (sqlite, Redis).
 
 A todo is the JSON array ``[id, content, status, priority]``, plus its metadata as an object
-with sorted keys when it has any. The encoding is canonical — equal todos encode to equal
-bytes — so Redis's scripts, which re-encode a todo they change with the same rules
-(``redis/lua/lib.lua``), can compare stored lists byte for byte.
+with sorted keys when it has any, plus (0.4) its task-graph fields as a sixth element when it has
+any (then the metadata object is written even when empty): an object with sorted keys holding
+only the fields set — ``active_form``, ``blocked_by`` (an array of ids), ``description``,
+``lease_ms`` and ``lease_until_ms`` (integer milliseconds: every store and script writes them
+alike), ``owner``. The encoding is canonical — equal todos encode to equal bytes — so Redis's
+scripts, which re-encode a todo they change with the same rules (``redis/lua/lib.lua``), can
+compare stored lists byte for byte.
 """
 
 from __future__ import annotations
@@ -23,11 +27,30 @@ _string = encode_basestring  # what that encoder does to a string, without its p
 
 
 def encode_todo(todo: Todo) -> str:
-    """``json.dumps([id, content, status, priority(, metadata)], ensure_ascii=False, separators=(",", ":"))``."""
+    """``json.dumps([id, content, status, priority(, metadata(, graph))], ensure_ascii=False,
+    separators=(",", ":"))``."""
     head = f'[{_string(todo.id)},{_string(todo.content)},"{todo.status}","{todo.priority}"'
+    if todo.description or todo.active_form or todo.owner or todo.blocked_by or todo.lease_expires_at:
+        return f"{head},{encode_entries(todo.metadata)},{_encode_graph(todo)}]"
     if todo.metadata:
         return f"{head},{encode_entries(todo.metadata)}]"
     return f"{head}]"
+
+
+def _encode_graph(todo: Todo) -> str:
+    fields: dict[str, Any] = {}
+    if todo.active_form:
+        fields["active_form"] = todo.active_form
+    if todo.blocked_by:
+        fields["blocked_by"] = list(todo.blocked_by)
+    if todo.description:
+        fields["description"] = todo.description
+    if todo.lease_expires_at:
+        fields["lease_ms"] = round(todo.lease_seconds * 1000)
+        fields["lease_until_ms"] = round(todo.lease_expires_at * 1000)
+    if todo.owner:
+        fields["owner"] = todo.owner
+    return encode_json(fields)
 
 
 def encode_todos(todos: Iterable[Todo]) -> str:
@@ -43,8 +66,23 @@ def todo_from_fields(fields: list[Any]) -> Todo:
     if len(fields) == 4:
         todo_id, content, status, priority = fields
         return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority])
-    todo_id, content, status, priority, metadata = fields
-    return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority], frozen(metadata))
+    if len(fields) == 5:
+        todo_id, content, status, priority, metadata = fields
+        return Todo(todo_id, content, _STATUSES[status], _PRIORITIES[priority], frozen(metadata))
+    todo_id, content, status, priority, metadata, graph = fields
+    return Todo(
+        todo_id,
+        content,
+        _STATUSES[status],
+        _PRIORITIES[priority],
+        frozen(metadata),
+        graph.get("description", ""),
+        graph.get("active_form", ""),
+        graph.get("owner", ""),
+        tuple(graph.get("blocked_by", ())),
+        graph.get("lease_until_ms", 0) / 1000,
+        graph.get("lease_ms", 0) / 1000,
+    )
 
 
 def decode_todos(text: str | bytes) -> tuple[Todo, ...]:

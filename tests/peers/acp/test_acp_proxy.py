@@ -284,15 +284,17 @@ async def test_a_plan_sessiontodo_refuses_pauses_mirroring_until_the_agent_sends
         huge = [entry(f"step {n}") for n in range(1500)]  # over the 1,000-todo limit
         await proxied.send_plans(session_id, huge)
         await proxied.logged("does not hold the agent's latest plan")
-        await client.add_todo(session_id, Todo(content="stale edit elsewhere"))
+        await client.add_todo(session_id, Todo(content="edit elsewhere while paused"))
 
         await proxied.send_plans(session_id, [entry("accepted again")])
-        await soon(lambda: _stored_contents(client, session_id, ["accepted again"]))
+        merged = ["accepted again", "edit elsewhere while paused"]  # an acknowledged edit is never undone
+        await soon(lambda: _stored_contents(client, session_id, merged))
         await client.add_todo(session_id, Todo(content="fresh edit elsewhere"))
-        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["accepted again", "fresh edit elsewhere"]])
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [[*merged, "fresh edit elsewhere"]])
 
         shown = proxied.editor.contents(session_id)
-        assert [len(plan) for plan in shown] == [1, 1500, 1, 2], "the stale list never reached the editor"
+        assert shown[2:] == [["accepted again"], merged, [*merged, "fresh edit elsewhere"]]
+        assert [len(plan) for plan in shown[:2]] == [1, 1500], "nothing from sessiontodo was shown while paused"
 
 
 async def test_an_entry_sessiontodo_refuses_pauses_mirroring_as_well(server, client, open_editor) -> None:
@@ -300,12 +302,12 @@ async def test_an_entry_sessiontodo_refuses_pauses_mirroring_as_well(server, cli
         session_id = await proxied.new_session()
         await proxied.send_plans(session_id, [entry("x" * 5000)])  # over the 4,096-character limit
         await proxied.logged("does not hold the agent's latest plan")
-        await client.add_todo(session_id, Todo(content="stale edit elsewhere"))
+        await client.add_todo(session_id, Todo(content="edit while paused"))
         await proxied.send_plans(session_id, [entry("fine")])
-        await soon(lambda: _stored_contents(client, session_id, ["fine"]))
+        await soon(lambda: _stored_contents(client, session_id, ["edit while paused", "fine"]))
         await client.add_todo(session_id, Todo(content="fresh"))
-        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["fine", "fresh"]])
-        assert [plan[-1][:5] for plan in proxied.editor.contents(session_id)] == ["xxxxx", "fine", "fresh"]
+        await soon(lambda: proxied.editor.contents(session_id)[-1:] == [["edit while paused", "fine", "fresh"]])
+        assert [plan[-1][:5] for plan in proxied.editor.contents(session_id)] == ["xxxxx", "fine", "fine", "fresh"]
 
 
 async def _gone(client: TodoClient, session_id: str) -> bool:

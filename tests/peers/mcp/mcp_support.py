@@ -28,22 +28,26 @@ Message = RequestResponder[types.ServerRequest, types.ClientResult] | types.Serv
 
 
 class Updates:
-    """The URIs of the ``notifications/resources/updated`` a client received, in order."""
+    """The ``notifications/resources/updated`` a client received, in order."""
 
     def __init__(self) -> None:
-        self._uris: asyncio.Queue[str] = asyncio.Queue()
+        self._updates: asyncio.Queue[types.ResourceUpdatedNotificationParams] = asyncio.Queue()
 
     async def handle(self, message: Message) -> None:
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ResourceUpdatedNotification
         ):
-            self._uris.put_nowait(str(message.root.params.uri))
+            self._updates.put_nowait(message.root.params)
 
     async def next(self, timeout: float = 10.0) -> str:
-        return await asyncio.wait_for(self._uris.get(), timeout)
+        """The URI of the next update."""
+        return str((await self.next_update(timeout)).uri)
+
+    async def next_update(self, timeout: float = 10.0) -> types.ResourceUpdatedNotificationParams:
+        return await asyncio.wait_for(self._updates.get(), timeout)
 
     def count(self) -> int:
-        return self._uris.qsize()
+        return self._updates.qsize()
 
 
 @dataclass

@@ -14,7 +14,7 @@ from sessiontodo_client import Todo, TodoClient
 from sessiontodo_mcp import SESSION_HEADER, resource_uri
 from sessiontodo_server.app import RunningServer
 from tests.peers.mcp.mcp_support import HttpGateway, http_peer, todo_contents
-from tests.support import terminate
+from tests.support import eventually, terminate
 
 pytestmark = pytest.mark.process
 
@@ -106,6 +106,64 @@ async def test_an_initialize_from_a_plain_http_client_is_served(http_gateway: Ht
     assert response.status_code == 200
 
 
+async def initialized(http: httpx.AsyncClient, url: str) -> dict[str, str]:
+    """The headers of a new MCP session, initialized."""
+    opened = await http.post(url, json=INITIALIZE, headers=ACCEPT)
+    assert opened.status_code == 200, opened.text
+    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+    done = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    assert done.status_code == 202
+    return headers
+
+
+MISHANDLED = [
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', -32600),  # an object id: the SDK answered 202
+    (b'[{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}]', -32600),
+    (b"[" * 100_000 + b"]" * 100_000, -32700),  # nested 100k deep: the SDK answered 500
+    (
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        -32700,
+    ),
+]
+
+
+async def test_bodies_the_sdk_would_mishandle_are_answered_400_with_a_json_rpc_error(
+    http_gateway: HttpGateway,
+) -> None:
+    answers = []
+    async with httpx.AsyncClient() as http:
+        headers = await initialized(http, http_gateway.url)
+        for body, _ in MISHANDLED:
+            answer = await http.post(
+                http_gateway.url, content=body, headers={**headers, "content-type": "application/json"}
+            )
+            answers.append((answer.status_code, answer.json()["error"]["code"], answer.json()["id"]))
+        still_served = await http.post(
+            http_gateway.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=headers
+        )
+    assert answers == [(400, code, None) for _, code in MISHANDLED]
+    assert still_served.status_code == 200
+
+
+async def test_mcp_sessions_beyond_the_limit_are_refused_until_one_ends(
+    server: RunningServer, gateway_log: Path
+) -> None:
+    gateway = await HttpGateway(server.address, "--max-sessions", "2", log=gateway_log).start()
+    try:
+        async with httpx.AsyncClient() as http:
+            first = await initialized(http, gateway.url)
+            await initialized(http, gateway.url)
+            refused = await http.post(gateway.url, json=INITIALIZE, headers=ACCEPT)
+            ended = await http.delete(gateway.url, headers=first)
+            admitted = await http.post(gateway.url, json=INITIALIZE, headers=ACCEPT)
+    finally:
+        gateway.stop()
+    assert refused.status_code == 503
+    assert "Too many open sessions" in refused.text
+    assert ended.status_code == 200
+    assert admitted.status_code == 200
+
+
 async def test_with_a_client_token_a_request_without_it_is_unauthorized(
     server: RunningServer, tmp_path: Path, gateway_log: Path
 ) -> None:
@@ -141,3 +199,28 @@ async def test_sigterm_stops_the_server_while_a_client_holds_a_subscription(http
         await peer.session.subscribe_resource(AnyUrl(resource_uri(await peer.session_id())))
         stopped_by_sigterm = await asyncio.to_thread(terminate, http_gateway.process)
     assert stopped_by_sigterm
+
+
+async def test_a_client_that_says_goodbye_leaves_no_error_in_the_log(server: RunningServer, gateway_log: Path) -> None:
+    gateway = await HttpGateway(server.address, "--log-level", "debug", log=gateway_log).start()
+    try:
+        async with http_peer(gateway.url) as peer:
+            await peer.call("todo_read")
+        # The SDK's stream writer logs this last, after the ERROR it logged for the goodbye before.
+        await eventually(lambda: "Closing standalone SSE writer" in logged(gateway_log), timeout=30)
+    finally:
+        gateway.stop()
+
+    assert "ERROR" not in logged(gateway_log)
+    assert "Traceback" not in logged(gateway_log)
+
+
+def logged(log: Path) -> str:
+    return log.read_text()
+
+
+async def test_resource_templates_are_listed_none_rather_than_method_not_found(http_gateway: HttpGateway) -> None:
+    async with http_peer(http_gateway.url) as peer:
+        templates = await peer.session.list_resource_templates()
+
+    assert templates.resourceTemplates == []

@@ -104,6 +104,19 @@ async def test_todo_update_without_a_change_is_an_invalid_tool_error(server: Run
     assert error_text(result) == "invalid: give at least one of content, status and priority to change"
 
 
+async def test_todo_update_with_a_misspelt_argument_is_refused_rather_than_half_applied(
+    server: RunningServer, client: TodoClient, gateway_log: Path
+) -> None:
+    """A model writing ``state=`` for ``status=`` must not get the todo renamed and its status dropped."""
+    await client.create_session("typo")
+    await client.replace_todos("typo", [Todo(id="a", content="Write the parser")])
+    async with stdio_peer(server.address, "--session-id", "typo", log=gateway_log) as peer:
+        result = await peer.call("todo_update", id="a", content="Parser written", state="completed")
+    assert error_text(result).startswith("invalid: Additional properties are not allowed ('state' was unexpected)")
+    stored = await client.get_todos("typo")
+    assert [(t.content, t.status) for t in stored.todos] == [("Write the parser", TodoStatus.PENDING)]
+
+
 @pytest.mark.parametrize(
     ("todos", "reason"),
     [
@@ -202,6 +215,24 @@ async def test_a_subscription_is_notified_of_a_change_made_over_grpc(
         await peer.session.subscribe_resource(AnyUrl(uri))
         await client.replace_todos("watched", [Todo(content="Changed elsewhere")], origin="grpc-test")
         assert await peer.updates.next() == uri
+
+
+async def test_an_update_names_the_revision_it_is_about_and_a_read_names_the_revision_it_returns(
+    server: RunningServer, client: TodoClient, gateway_log: Path
+) -> None:
+    async with stdio_peer(server.address, "--session-id", "revised", log=gateway_log) as peer:
+        uri = AnyUrl(resource_uri("revised"))
+        await peer.session.subscribe_resource(uri)
+        first = await client.replace_todos("revised", [Todo(content="one")], origin="grpc-test")
+        second = await client.replace_todos("revised", [Todo(content="two")], origin="grpc-test")
+
+        updates = [await peer.updates.next_update(), await peer.updates.next_update()]
+        assert [update.model_dump(by_alias=True)["_meta"]["sessiontodo/revision"] for update in updates] == [
+            first.revision,
+            second.revision,
+        ]
+        read = await peer.session.read_resource(uri)
+        assert read.contents[0].model_dump(by_alias=True)["_meta"]["sessiontodo/revision"] == second.revision
 
 
 async def test_unsubscribing_ends_the_watch_behind_the_subscription(server: RunningServer, gateway_log: Path) -> None:

@@ -244,3 +244,27 @@ async def test_after_a_feed_reset_the_bridge_publishes_every_list_that_changed(s
 
             await eventually(all_fifty_published, timeout=20)
     assert sorted(latest) == sorted(f"t{n}" for n in range(50))
+
+
+@pytest.mark.process
+async def test_a_stream_open_across_a_crash_and_restart_repeats_nothing_for_sessions_that_did_not_change(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    store = f"sqlite:///{tmp_path / 'todos.db'}"
+    with ServerProcess("--store", store, port=port) as service:
+        async with TodoClient.connect(service.address) as client, bridge_for(client) as bridge:
+            for session_id in ("ses_a", "ses_b"):
+                await bridge.create_session(session_id)
+                await bridge.write_todos(session_id, [todo(f"{session_id} before")])
+            with bridge.subscribe() as subscription:
+                await asyncio.to_thread(service.kill)
+                await asyncio.to_thread(service.start)
+                await client.add_todo("ses_a", Todo(content="after"))
+                await asyncio.sleep(3)
+                await client.add_todo("ses_a", Todo(content="last"))
+
+                events = [await next_event(subscription)]
+                while not (isinstance(events[-1], TodoUpdated) and listed(events[-1])[1][-1:] == ["last"]):
+                    events.append(await next_event(subscription))
+                assert [(event.type, event.session_id) for event in events] == [("todo.updated", "ses_a")] * 2

@@ -126,7 +126,7 @@ async def test_concurrent_writers_on_two_sessions_never_cross_events(
         assert lists == [[f"{session_id}-{k}" for k in range(n + 1)] for n in range(rounds)]
 
 
-async def test_deleting_a_session_sends_session_deleted_for_it_and_its_children_and_clears_their_lists(
+async def test_deleting_a_session_sends_session_deleted_for_it_and_its_children_and_nothing_else(
     http: httpx.AsyncClient, open_feed: OpenFeed
 ) -> None:
     await create(http, "ses_parent")
@@ -138,13 +138,13 @@ async def test_deleting_a_session_sends_session_deleted_for_it_and_its_children_
     await http.delete("/session/ses_parent")
     await put(http, "ses_other", "still here")
 
-    envelopes = await feed.next_events(4)
+    envelopes = await feed.next_events(3)
     deleted = [e["properties"] for e in envelopes if e["type"] == "session.deleted"]
     assert sorted(p["sessionID"] for p in deleted) == ["ses_child", "ses_parent"]
     assert all(p["info"]["id"] == p["sessionID"] for p in deleted)
-    # Only a session whose list was not empty gets an extra todo.updated [] (upstream sends none).
+    # As upstream: no todo.updated [] for a deleted session, even one whose list was not empty.
     updates = [contents(e["properties"]) for e in envelopes if e["type"] == "todo.updated"]
-    assert updates == [("ses_child", []), ("ses_other", ["still here"])]
+    assert updates == [("ses_other", ["still here"])]
 
 
 async def test_every_sessions_lifecycle_and_lists_reach_subscribers_whoever_writes_them(
@@ -157,12 +157,11 @@ async def test_every_sessions_lifecycle_and_lists_reach_subscribers_whoever_writ
     await client.update_session("ses_grpc", labels={"title": "named over grpc"})
     await client.remove_session("ses_grpc")
 
-    assert await feed.next_events(5) == [
+    assert await feed.next_events(4) == [
         {"id": ANY, "type": "session.created", "properties": {"sessionID": "ses_grpc", "info": ANY}},
         {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_grpc", "todos": [ANY]}},
         {"id": ANY, "type": "session.updated", "properties": {"sessionID": "ses_grpc", "info": ANY}},
         {"id": ANY, "type": "session.deleted", "properties": {"sessionID": "ses_grpc", "info": ANY}},
-        {"id": ANY, "type": "todo.updated", "properties": {"sessionID": "ses_grpc", "todos": []}},
     ]
 
 

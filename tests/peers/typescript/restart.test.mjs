@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 
 import { reader, rejection, required, sessiontodo } from './support.mjs';
 
-const { Aborted, RetryPolicy, TodoClient, Unavailable } = sessiontodo;
+const { Aborted, NotReady, RetryPolicy, TodoClient, Unavailable } = sessiontodo;
 
 const COMMAND = JSON.parse(required('SESSIONTODO_SERVER_COMMAND'));
 const ROOT = required('SESSIONTODO_ROOT');
@@ -63,6 +63,31 @@ test('unary calls are retried until the service comes up', async () => {
   client.close();
   await stop(server, 'SIGTERM');
   assert.deepEqual([session.sessionId, created], ['late', true]);
+});
+
+test('a call made before the server starts waits for it within its timeout, and says so once', async () => {
+  const port = await freePort();
+  const told = [];
+  const client = TodoClient.connect(`127.0.0.1:${port}`, { timeoutMs: 60_000, onWaiting: (line) => told.push(line) });
+  const creating = [client.createSession({ sessionId: 'early' }), client.listSessions()];
+  while (told.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  const server = startServer(port);
+  const [{ created }] = await Promise.all(creating);
+  client.close();
+  await stop(server, 'SIGTERM');
+  assert.equal(created, true);
+  assert.deepEqual(told, [
+    `sessiontodo at 127.0.0.1:${port} does not accept connections yet: calls wait up to 60s each for it`,
+  ]);
+});
+
+test('a server that never comes is NotReady (an Unavailable) when the call times out', async () => {
+  const port = await freePort();
+  const client = TodoClient.connect(`127.0.0.1:${port}`, { timeoutMs: 500, onWaiting: () => {} });
+  const error = await rejection(client.getTodos('nobody'));
+  client.close();
+  assert.ok(error instanceof NotReady && error instanceof Unavailable);
+  assert.equal(error.rawMessage, `sessiontodo at 127.0.0.1:${port} did not accept a connection within 0.5s`);
 });
 
 /** A session with one todo, on the server at `port`; its todo and revision. */

@@ -3,13 +3,16 @@ and the revision the viewer saw, and a clear answer (that changes nothing) for e
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import grpc
 import httpx
 import pytest
 
-from sessiontodo_client import ChannelSecurity, Todo, TodoClient, TodoStatus
+from sessiontodo_client import ChangeKind, ChannelSecurity, FeedEvent, Todo, TodoClient, TodoStatus
 from sessiontodo_server.app import RunningServer
 from sessiontodo_web import RunningWeb
 from tests.peers.web.web_support import LaunchWeb, signed_in_http
@@ -183,3 +186,29 @@ async def test_an_edit_while_sessiontodo_is_down_is_answered_503(
     answer = await http.post("/api/sessions/ses_down/todos", json={"content": "x", "expected_revision": 0})
 
     assert answer.status_code == 503
+
+
+class _LaggingFeedClient(TodoClient):
+    """A client whose feed hands each change on late, as a loaded board's feed can: reads must not be stale."""
+
+    async def watch_changes(self, *args: Any, **kwargs: Any) -> AsyncGenerator[FeedEvent, None]:
+        async for event in super().watch_changes(*args, **kwargs):
+            if event.kind is not ChangeKind.PROGRESS:
+                await asyncio.sleep(0.5)
+            yield event
+
+
+async def test_a_read_after_a_write_acknowledged_elsewhere_shows_that_write_even_when_the_feed_lags(
+    server: RunningServer, client: TodoClient, launch_web: LaunchWeb, viewer_token: str
+) -> None:
+    await client.create_session("ses_read_your_writes")
+    lagging = _LaggingFeedClient(grpc.aio.insecure_channel(server.address))
+    web = await launch_web(client=lagging)
+    async with signed_in_http(web.url, viewer_token) as http:
+        for n in range(3):
+            written = await client.replace_todos("ses_read_your_writes", [Todo(content=f"write {n}")])
+
+            read = (await http.get("/api/sessions/ses_read_your_writes")).json()
+
+            assert read["session"]["revision"] >= written.revision
+            assert [todo["content"] for todo in read["todos"]] == [f"write {n}"]

@@ -39,7 +39,7 @@ from sessiontodo_server.domain.errors import (
     TodoError,
     Unavailable,
 )
-from sessiontodo_server.domain.mutations import AddTodo
+from sessiontodo_server.domain.mutations import RemembersResult
 from sessiontodo_server.domain.store import (
     GLOBAL_SESSION_ID,
     REQUEST_RETENTION_SECONDS,
@@ -636,7 +636,7 @@ class EtcdStore:
                 applied.todos,
             )
             result = None
-            if isinstance(mutation, AddTodo):
+            if isinstance(mutation, RemembersResult):
                 result = AddResult(
                     applied.todos[applied.position], applied.position, record.revision, mutation.fingerprint
                 )

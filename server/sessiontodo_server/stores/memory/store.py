@@ -34,7 +34,7 @@ from sessiontodo_server.domain.errors import (
     RevisionMismatch,
     SessionNotFound,
 )
-from sessiontodo_server.domain.mutations import AddTodo
+from sessiontodo_server.domain.mutations import RemembersResult
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
 from sessiontodo_server.domain.values import (
@@ -398,7 +398,7 @@ class MemoryStore:
             state_size=size,
         )
         result = None
-        if isinstance(mutation, AddTodo):
+        if isinstance(mutation, RemembersResult):
             result = AddResult(applied.todos[applied.position], applied.position, revision, mutation.fingerprint)
         self._commit(session, change, size, todos, (request_id, result) if request_id and result else None)
         return Written(SessionState(session_id, revision, change.todos, info), change, result)

@@ -30,20 +30,40 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sessiontodo_server.domain.batch import Batch, BatchWritten, Operation, Write, WriteContext
 from sessiontodo_server.domain.errors import (
+    BatchRequestIdReused,
+    ClaimNotHeld,
     InvalidArgument,
     LimitExceeded,
     ParentMismatch,
+    RequestIdReused,
     RevisionMismatch,
     SessionNotFound,
+    TodoBlocked,
+    TodoError,
     TodoNotFound,
+    TodoNotPending,
+    TodoTaken,
     Unavailable,
 )
-from sessiontodo_server.domain.mutations import AddTodo, Mutation, RemoveTodo, ReplaceTodos, UpdateSession, UpdateTodo
+from sessiontodo_server.domain.mutations import (
+    AddTodo,
+    ClaimTodo,
+    LapseLease,
+    Mutation,
+    ReleaseTodo,
+    RemembersResult,
+    RemoveTodo,
+    RenewClaim,
+    ReplaceTodos,
+    UpdateSession,
+    UpdateTodo,
+)
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, AddResult, SessionState, Written
 from sessiontodo_server.domain.tenancy import tenant_of
 from sessiontodo_server.domain.todos import todo_bytes
 from sessiontodo_server.domain.values import (
     EVERY_SESSION,
+    NO_GRAPH_CHANGES,
     Change,
     ChangeKind,
     Limits,
@@ -339,9 +359,11 @@ class RedisStore:
 
     async def write(self, operation: Write, context: WriteContext) -> Written:
         session_id, mutation, expected_revision = operation.session_id, operation.mutation, operation.expected_revision
+        if _planned_only(mutation):
+            return await self._planned_write(operation, context)
         script_operation, *operands = _operation(mutation)
         expected = "" if expected_revision is None else str(expected_revision)
-        fingerprint = mutation.fingerprint if isinstance(mutation, AddTodo) else ""
+        fingerprint = mutation.fingerprint if isinstance(mutation, RemembersResult) else ""
         header = encode_json(
             [
                 session_id,
@@ -369,19 +391,56 @@ class RedisStore:
             if isinstance(mutation, AddTodo):
                 result = AddResult(mutation.todo, int(reply[2]), change.revision, mutation.fingerprint)
                 return Written(state, change, result)
+            if isinstance(mutation, ClaimTodo):
+                position = int(reply[2])
+                return Written(state, change, AddResult(state.todos[position], position, change.revision, fingerprint))
             return Written(state, change)
         if outcome == "same":
             return Written(decode_state(session_id, reply[1]))
         if outcome == "request":
             return Written(decode_state(session_id, reply[2]), result=decode_result(reply[1]))
+        if outcome == "graph":
+            return await self._planned_write(operation, context)
         raise _refusal(session_id, mutation, expected_revision, context.limits, outcome, reply)
+
+    async def _planned_write(self, operation: Write, context: WriteContext) -> Written:
+        """A write to a task graph, planned with ``mutations.apply``'s rules on the state read from
+        Redis and applied by ``batch.lua`` only if that state still holds (else planned again): one
+        winner among concurrent claimers, on one replica or many. A claim's request id is kept as
+        a batch's, in a key no batch's can take (``tenant\nid``: no NUL in either)."""
+        session_id, mutation = operation.session_id, operation.mutation
+        fingerprint = mutation.fingerprint if isinstance(mutation, RemembersResult) else ""
+        request_id = f"\0{session_id}\0{context.request_id}" if context.request_id else ""
+        planned = WriteContext(request_id, context.origin, context.now, context.limits)
+        try:
+            written = await self._apply_planned(Batch((operation,), fingerprint), planned, _PLANNED_WRITE_ATTEMPTS)
+        except BatchRequestIdReused:
+            raise RequestIdReused(session_id, context.request_id) from None
+        except TodoError as error:
+            error.write_index = None  # one write, not a batch's
+            error.args = (str(error).removeprefix("writes[0]: "),)
+            raise
+        (outcome,) = written.outcomes
+        state = await self.get(session_id) if not written.changes else None
+        if written.changes:
+            (change,) = written.changes
+            assert change.info is not None
+            state = SessionState(session_id, change.revision, change.todos, change.info)
+        assert state is not None
+        result = None
+        if isinstance(mutation, RemembersResult) and outcome.todo is not None and (written.changes or request_id):
+            result = AddResult(outcome.todo, outcome.position, outcome.revision, fingerprint)
+        return Written(state, written.changes[0] if written.changes else None, result)
 
     async def write_batch(self, batch: Batch, context: WriteContext) -> BatchWritten:
         """Planned here with ``mutations.apply``'s rules (``batch_plan``, as every store plans a
         batch) on the state read from Redis, then applied whole by one script if that state still
         holds; when another writer came first, planned again."""
+        return await self._apply_planned(batch, context, _BATCH_ATTEMPTS)
+
+    async def _apply_planned(self, batch: Batch, context: WriteContext, attempts: int) -> BatchWritten:
         request_id, fingerprint = context.request_id, batch.fingerprint
-        for _ in range(_BATCH_ATTEMPTS):
+        for _ in range(attempts):
             async with self._reachable():
                 if request_id and (remembered := await self._redis.get(self._batch_key(request_id))) is not None:
                     return replayed_batch(remembered, request_id, fingerprint)
@@ -576,10 +635,36 @@ def _operation(mutation: Mutation) -> list[Any]:
         case UpdateSession(set_labels, remove_labels, idle_ttl):
             ttl = "" if idle_ttl is None else repr(float(idle_ttl))
             return ["session", encode_entries(set_labels), json.dumps(list(remove_labels)), ttl]
+        case ClaimTodo(todo_id, owner, lease_seconds, now):
+            return ["claim", todo_id, owner, _ms(lease_seconds), round(now * 1000)]
+        case RenewClaim(todo_id, owner, lease_seconds, now):
+            return ["renew", todo_id, owner, _ms(lease_seconds), round(now * 1000)]
+        case ReleaseTodo(todo_id, owner):
+            return ["release", todo_id, owner, "", 0]
+        case LapseLease(todo_id, now):
+            return ["lapse", todo_id, "", "", round(now * 1000)]
+    raise AssertionError(f"{type(mutation).__name__} is planned, not scripted")  # see _planned_only
+
+
+def _ms(seconds: float | None) -> int | str:
+    """A lease as ``write.lua`` takes it: whole milliseconds, or '' for none."""
+    return "" if seconds is None else round(seconds * 1000)
 
 
 _BATCH_ATTEMPTS = 16
 """Plans of one batch before it gives up with UNAVAILABLE (each lost to another replica's write)."""
+
+_PLANNED_WRITE_ATTEMPTS = 1000
+"""Plans of one write to a task graph: claimers of one list contend by design, and each lost plan
+means another claim won (the loop always moves forward)."""
+
+
+def _planned_only(mutation: Mutation) -> bool:
+    """Writes ``write.lua`` leaves to ``_planned_write``: those that check dependencies (a cycle
+    needs the whole graph; ``graph.py``'s rules are written once, in Python)."""
+    if isinstance(mutation, UpdateTodo):
+        return mutation.graph is not NO_GRAPH_CHANGES
+    return isinstance(mutation, AddTodo) and bool(mutation.todo.blocked_by)
 
 
 def _steps(steps: Sequence[Step]) -> list[list[Any]]:
@@ -638,7 +723,7 @@ def _refusal(
         assert expected_revision is not None
         return RevisionMismatch(session_id, expected_revision, int(reply[1]))
     if outcome == "todo_missing":
-        assert isinstance(mutation, UpdateTodo | RemoveTodo)
+        assert isinstance(mutation, UpdateTodo | RemoveTodo | ClaimTodo | RenewClaim | ReleaseTodo)
         return TodoNotFound(session_id, mutation.todo_id)
     if outcome == "duplicate":
         assert isinstance(mutation, AddTodo)
@@ -653,4 +738,13 @@ def _refusal(
         return InvalidArgument([("content", f"the list must stay under {limits.max_list_bytes} bytes of text")])
     if outcome == "too_many_labels":
         return InvalidArgument([("labels", f"at most {limits.max_labels} labels")])
+    todo_id = getattr(mutation, "todo_id", "")
+    if outcome == "taken":
+        return TodoTaken(session_id, todo_id, as_text(reply[1]))
+    if outcome == "blocked":
+        return TodoBlocked(session_id, todo_id, as_text(reply[1]))
+    if outcome == "not_pending":
+        return TodoNotPending(session_id, todo_id, as_text(reply[1]))
+    if outcome == "not_held":
+        return ClaimNotHeld(session_id, todo_id, as_text(reply[1]), as_text(reply[2]))
     raise AssertionError(f"write.lua answered {outcome!r}")

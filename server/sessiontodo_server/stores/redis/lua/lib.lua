@@ -43,9 +43,32 @@ local function object(t)  -- a JSON object of strings, keys sorted
   return '{' .. table.concat(keys, ',') .. '}'
 end
 
-local function encode_todo(t)  -- {id, content, status, priority, metadata} as stores/codec.py encodes it
+local function int(n) return string.format('%d', n) end
+
+-- A todo's task-graph fields, as stores/codec.py encodes them: the keys set, in sorted order.
+local function graph_object(g)
+  local out = {}
+  if g.active_form then out[#out + 1] = '"active_form":' .. str(g.active_form) end
+  if g.blocked_by then
+    local ids = {}
+    for i, blocker in ipairs(g.blocked_by) do ids[i] = str(blocker) end
+    out[#out + 1] = '"blocked_by":[' .. table.concat(ids, ',') .. ']'
+  end
+  if g.description then out[#out + 1] = '"description":' .. str(g.description) end
+  if g.lease_ms then out[#out + 1] = '"lease_ms":' .. int(g.lease_ms) end
+  if g.lease_until_ms then out[#out + 1] = '"lease_until_ms":' .. int(g.lease_until_ms) end
+  if g.owner then out[#out + 1] = '"owner":' .. str(g.owner) end
+  return '{' .. table.concat(out, ',') .. '}'
+end
+
+-- {id, content, status, priority, metadata, graph} as stores/codec.py encodes it
+local function encode_todo(t)
   local out = '[' .. str(t[1]) .. ',' .. str(t[2]) .. ',' .. str(t[3]) .. ',' .. str(t[4])
-  if t[5] and next(t[5]) then out = out .. ',' .. object(t[5]) end
+  if t[6] and next(t[6]) then
+    out = out .. ',' .. object(t[5] or {}) .. ',' .. graph_object(t[6])
+  elseif t[5] and next(t[5]) then
+    out = out .. ',' .. object(t[5])
+  end
   return out .. ']'
 end
 
@@ -60,11 +83,15 @@ local function entries_bytes(t)
   return n
 end
 
-local function todo_bytes(t)  -- what todos.todo_bytes counts
-  return #t[2] + chars(t[1]) + (t[5] and entries_bytes(t[5]) or 0)
+local function graph_bytes(g)  -- the task-graph fields' share of todos.todo_bytes
+  local n = #(g.description or '') + #(g.active_form or '') + #(g.owner or '')
+  for _, blocker in ipairs(g.blocked_by or {}) do n = n + chars(blocker) end
+  return n
 end
 
-local function int(n) return string.format('%d', n) end
+local function todo_bytes(t)  -- what todos.todo_bytes counts
+  return #t[2] + chars(t[1]) + (t[5] and entries_bytes(t[5]) or 0) + (t[6] and graph_bytes(t[6]) or 0)
+end
 
 local function load(id)
   local v = redis.call('HMGET', key('s', id), 'rev', 'parent', 'labels', 'created', 'updated', 'ttl', 'bytes')

@@ -6,11 +6,15 @@
 --   add: id, encoded todo, bytes, index ('' : end), id given ('1' or '')
 --   update: todo id, content, status, priority ('' : unchanged), metadata to set (JSON), keys to remove (JSON)
 --   remove: todo id
+--   claim, renew, release, lapse: todo id, owner, lease ms, now ms (see below)
 --   session: labels to set (JSON), keys to remove (JSON), idle TTL ('' : unchanged)
 -- Replies: {'ok', entry (its list left out for a replace: the caller has it), index, missed} |
 -- {'same', state} | {'request', result, state} |
 -- {'missing'} | {'mismatch', revision} | {'duplicate'} | {'todo_missing'} | {'full', 'count' | 'bytes'} |
--- {'metadata_too_large'} | {'list_too_large'} | {'too_many_labels'}
+-- {'metadata_too_large'} | {'list_too_large'} | {'too_many_labels'} |
+-- {'taken', owner} | {'blocked', ids} | {'not_pending', status} | {'not_held', owner, status} |
+-- {'graph'}: the list's task-graph fields (leases to keep, blockers to strip, lease rules) need
+-- mutations.apply's rules: plan the write in Python instead (store.py's _planned_write)
 local id, op, expected, request_id, origin, now, fingerprint = unpack(cjson.decode(ARGV[3]))
 local st = load(id)
 if not st then return {'missing'} end
@@ -44,6 +48,9 @@ if op == 'replace' then
     bytes = bytes + todo_bytes(todo)
   end
   local current = redis.call('LRANGE', todos, 0, -1)
+  for _, encoded in ipairs(current) do  -- leases carry over a replace: the planned path applies that rule
+    if string.find(encoded, '"lease_until_ms":', 1, true) then return {'graph'} end
+  end
   local same = #current == #values
   for i = 1, #values do
     if not same then break end
@@ -80,6 +87,9 @@ elseif op == 'update' or op == 'remove' then
   local todo = cjson.decode(old)
   local old_bytes = todo_bytes(todo)
   if op == 'remove' then
+    for _, encoded in ipairs(redis.call('LRANGE', todos, 0, -1)) do  -- blockers to strip: the planned path
+      if string.find(encoded, '"blocked_by":[', 1, true) then return {'graph'} end
+    end
     redis.call('LREM', todos, 1, old)
     redis.call('HDEL', ids, todo_id)
     st.bytes = st.bytes - old_bytes
@@ -96,6 +106,9 @@ elseif op == 'update' or op == 'remove' then
     if ARGV[6] ~= '' then todo[2] = ARGV[6] end
     if ARGV[7] ~= '' then todo[3] = ARGV[7] end
     if ARGV[8] ~= '' then todo[4] = ARGV[8] end
+    if todo[6] and todo[6].lease_until_ms and todo[3] ~= 'in_progress' then  -- claims.after_update
+      todo[6].lease_ms, todo[6].lease_until_ms = nil, nil
+    end
     local encoded = encode_todo(todo)
     if encoded == old then return {'same', state_reply(id, st)} end
     local bytes = st.bytes - old_bytes + todo_bytes(todo)
@@ -105,6 +118,79 @@ elseif op == 'update' or op == 'remove' then
     st.bytes = bytes
     kind = 'todo_updated'
   end
+elseif op == 'claim' or op == 'renew' or op == 'release' or op == 'lapse' then
+  -- claims.py's rules. ARGV[5] the todo id ('' : a claim of the first ready todo), [6] the owner,
+  -- [7] the lease in ms ('' : none; a renewal: the claim's own), [8] now in ms.
+  local owner, lease, now_ms = ARGV[6], ARGV[7], tonumber(ARGV[8])
+  local list = redis.call('LRANGE', todos, 0, -1)
+  local position, todo
+  local finished = {}
+  for i, encoded in ipairs(list) do
+    local t = cjson.decode(encoded)
+    if t[3] == 'completed' or t[3] == 'cancelled' then finished[t[1]] = true end
+    if ARGV[5] ~= '' and t[1] == ARGV[5] then position, todo = i, t end
+    list[i] = t
+  end
+  local function graph_of(t)
+    t[6] = t[6] or {}
+    return t[6]
+  end
+  local function waiting_on(t)  -- its unfinished blockers
+    local waiting = {}
+    for _, blocker in ipairs((t[6] or {}).blocked_by or {}) do
+      if not finished[blocker] then waiting[#waiting + 1] = blocker end
+    end
+    return waiting
+  end
+  if ARGV[5] == '' then  -- the first ready todo: pending, unowned, every blocker finished
+    for i, t in ipairs(list) do
+      if t[3] == 'pending' and ((t[6] or {}).owner or '') == '' and #waiting_on(t) == 0 then
+        position, todo = i, t
+        break
+      end
+    end
+    if not todo then return {'same', state_reply(id, st)} end  -- nothing ready: an answer
+  elseif not todo then
+    return {'todo_missing'}
+  end
+  local old_bytes = todo_bytes(todo)
+  local g = graph_of(todo)
+  local held = todo[3] == 'in_progress' and g.owner == owner
+  if op == 'claim' then
+    if held then
+      if lease == '' then return {'same', state_reply(id, st)} end  -- claimed again, as it was
+    elseif todo[3] == 'completed' or todo[3] == 'cancelled' then
+      return {'not_pending', todo[3]}
+    elseif (g.owner or '') ~= '' and g.owner ~= owner then
+      return {'taken', g.owner}
+    elseif todo[3] ~= 'pending' then
+      return {'not_pending', todo[3]}
+    elseif #waiting_on(todo) > 0 then
+      return {'blocked', table.concat(waiting_on(todo), ',')}
+    end
+    todo[3], g.owner = 'in_progress', owner
+    if lease ~= '' then lease = tonumber(lease) else lease = nil end
+    g.lease_ms, g.lease_until_ms = lease, lease and now_ms + lease
+  elseif op == 'lapse' then
+    if not (g.lease_until_ms and g.lease_until_ms <= now_ms) then return {'same', state_reply(id, st)} end
+    todo[3], g.owner, g.lease_ms, g.lease_until_ms = 'pending', nil, nil, nil
+  elseif not held then
+    return {'not_held', g.owner or '', todo[3]}
+  elseif op == 'release' then
+    todo[3], g.owner, g.lease_ms, g.lease_until_ms = 'pending', nil, nil, nil
+  else  -- renew
+    local duration = g.lease_ms
+    if lease ~= '' then duration = tonumber(lease) end
+    if not duration then return {'same', state_reply(id, st)} end
+    g.lease_ms, g.lease_until_ms = duration, now_ms + duration
+  end
+  if not next(g) then todo[6] = nil end
+  local encoded = encode_todo(todo)
+  redis.call('LSET', todos, position - 1, encoded)
+  redis.call('HSET', ids, todo[1], encoded)
+  st.bytes = st.bytes - old_bytes + todo_bytes(todo)
+  kind, todo_id, index = 'todo_updated', todo[1], position - 1
+  if op == 'claim' then added = encoded end  -- what a retried request id answers with
 elseif op == 'session' then
   local labels = cjson.decode(st.labels)
   local changed = false
