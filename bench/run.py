@@ -32,6 +32,7 @@ from batching import batching_rows, measure_batching
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
 from etcd import EtcdProcess, etcd_binary
 from etcd_store import etcd_store_rows, measure_etcd_store
+from graphs import measure_graphs
 from loadgen import require_h2load
 from memory import (
     MemoryResult,
@@ -96,6 +97,7 @@ class Sizes:
     web_samples: int
     web_renders: int
     etcd_store_writers: int
+    graph_validations: int
 
 
 FULL = Sizes(
@@ -128,6 +130,7 @@ FULL = Sizes(
     web_samples=100,
     web_renders=5,
     etcd_store_writers=32,
+    graph_validations=300,
 )
 QUICK = Sizes(
     rounds=1,
@@ -159,6 +162,7 @@ QUICK = Sizes(
     web_samples=5,
     web_renders=1,
     etcd_store_writers=8,
+    graph_validations=30,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -206,6 +210,11 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         by_size = await measure_list_sizes(targets, sizes.list_sizes, sizes.list_rounds, sizes.list_seconds, cpus.load)
         figures[5] = scaling_rows(by_size, SUBJECTS, BASELINE)
         plotted["list_size_rounds"] = {size: measured.rates for size, measured in by_size.items()}
+        progress("figure 16: task graphs: 64 claimers on one list, ready reads, validating a graph")
+        memory_target = next(target for target in targets if target.name == "memory")
+        figures[16] = await measure_graphs(
+            memory_target, sizes.rounds, sizes.seconds, cpus.load, sizes.graph_validations
+        )
         progress("figure 3: fan-out to the watchers of one session")
         fanout = await measure_fanout(
             targets[:2], sizes.watcher_counts, sizes.fanout_rounds, sizes.fanout_seconds, sizes.reach_samples, cpus.load

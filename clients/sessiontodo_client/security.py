@@ -17,10 +17,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 from urllib.parse import urlsplit
 
 import grpc
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from sessiontodo_client.target import check_host_exists, service_target
 from sessiontodo_common.addresses import is_loopback_host
@@ -148,6 +149,18 @@ class ServiceConnection(ServiceSecurity):
         target = service_target(address)
         check_host_exists(target)
         return target
+
+    @model_validator(mode="after")
+    def _no_token_in_clear(self) -> Self:
+        """A token without TLS to another host is refused at start, in one line, never sent nor merely logged."""
+        tls = self.tls or self.ca_file is not None or self.client_cert is not None
+        has_token = self.token is not None or self.token_file is not None
+        if has_token and not tls and not is_loopback(self.sessiontodo_address):
+            raise ValueError(
+                f"refusing to send a bearer token in plaintext to {self.sessiontodo_address}: use TLS (--tls, "
+                "--ca-file) or a loopback address"
+            )
+        return self
 
 
 CONNECTION_GROUP = {"connection to sessiontodo": ["sessiontodo_address", *ServiceSecurity.model_fields]}

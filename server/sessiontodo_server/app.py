@@ -33,7 +33,8 @@ from sessiontodo_server.api.servicer import (
 )
 from sessiontodo_server.api.tls import ReloadableTls, TlsError, TlsFiles
 from sessiontodo_server.domain.book import TodoBook
-from sessiontodo_server.domain.store import TodoStore
+from sessiontodo_server.domain.errors import Unavailable
+from sessiontodo_server.domain.store import StoreStartupError, TodoStore
 from sessiontodo_server.domain.streams import TodoStreams
 from sessiontodo_server.domain.watch import WatchHub
 from sessiontodo_server.observability.interceptor import ObservingInterceptor
@@ -257,6 +258,12 @@ async def start_server(
         store = InstrumentedStore(store, metrics, _store_tracer(tracer_provider))
     try:
         await store.open()
+    except Unavailable as error:  # Redis or etcd down: say which, the URL's password hidden
+        await telemetry.aclose()
+        raise StoreStartupError(
+            f"the store at {settings.data_location()} is unreachable: start it, or point --store (SESSIONTODO_STORE) "
+            "at one that runs"
+        ) from error
     except BaseException:
         await telemetry.aclose()
         raise

@@ -122,6 +122,30 @@ async def test_a_lease_that_is_not_renewed_lapses_as_one_change_of_its_own_origi
     assert (lapse.todos[0].status, lapse.todos[0].owner) == (pb.TODO_STATUS_PENDING, "")
 
 
+@pytest.mark.parametrize("store_url", SHARED, indirect=True)
+async def test_a_lease_taken_on_a_replica_that_stopped_lapses_on_another(
+    start: Callable[..., Any], store_url: str
+) -> None:
+    claiming: RunningServer = await start(store=store_url, expiry_interval=0.1)
+    remaining: RunningServer = await start(store=store_url, expiry_interval=0.1)
+    async with grpc.aio.insecure_channel(remaining.address) as channel:
+        stub = pb_grpc.TodoServiceStub(channel)
+        await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+        await stub.ReplaceTodos(pb.ReplaceTodosRequest(session_id="s", todos=graph(2)))
+        async with grpc.aio.insecure_channel(claiming.address) as other:
+            lease = duration_pb2.Duration(seconds=2)
+            request = pb.ClaimTodoRequest(session_id="s", owner="gone", lease_duration=lease)
+            claimed = await pb_grpc.TodoServiceStub(other).ClaimTodo(request)
+        await claiming.stop()
+        watch = stub.WatchTodos(pb.WatchTodosRequest(session_id="s", after_revision=claimed.revision))
+        try:
+            lapse = await asyncio.wait_for(watch.read(), 30)
+        finally:
+            watch.cancel()
+
+    assert (lapse.origin, lapse.revision, lapse.todos[0].owner) == ("sessiontodo:lease", claimed.revision + 1, "")
+
+
 @pytest.mark.process
 async def test_a_kill_9_during_claims_loses_no_acknowledged_claim(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'todos.db'}"

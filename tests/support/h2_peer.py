@@ -3,20 +3,23 @@ server on this machine, bounded in count and time:
 
 - rapid reset: HEADERS (and the request) then RST_STREAM, in a loop on one connection, reading
   what the server sends (``attack``: PINGs answered) or nothing after the handshake
-  (``attack_without_reading``). Run as a process of its own (so that it does not share the
-  test's interpreter), it prints what it saw as one JSON line:
-  ``python tests/support/h2_peer.py PORT SECONDS MAX_RESETS [--without-reading]``;
+  (``attack_without_reading``); ``--header-bytes N`` adds a header of N bytes to every HEADERS
+  (a flood of big headers). Run as a process of its own (so that it does not share the test's
+  interpreter), it prints ``flooding`` once connected, then what it saw as one JSON line:
+  ``python tests/support/h2_peer.py PORT SECONDS MAX_RESETS [--without-reading] [--header-bytes N]``;
 - never reading: one connection advertising a zero flow-control window opens many WatchTodos
   streams, so whatever the server sends them stays with the server (``never_reading_watches``)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import json
 import select
 import socket
-import sys
 import time
+from collections.abc import Callable
 
 import h2.config
 import h2.connection
@@ -36,7 +39,10 @@ def _framed(message: bytes) -> bytes:
     return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
-def _headers(port: int, method: str) -> list[tuple[str, str]]:
+def _headers(port: int, method: str, header_bytes: int = 0) -> list[tuple[str, str]]:
+    """A gRPC call's headers, with one more of ``header_bytes`` bytes when asked (never indexed by
+    HPACK's 4 KiB table, so it travels whole in every HEADERS and is decoded whole every time)."""
+    padding = [("x-padding", "p" * header_bytes)] if header_bytes else []
     return [
         (":method", "POST"),
         (":scheme", "http"),
@@ -44,6 +50,7 @@ def _headers(port: int, method: str) -> list[tuple[str, str]]:
         (":authority", f"127.0.0.1:{port}"),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
+        *padding,
     ]
 
 
@@ -100,37 +107,48 @@ def _queue_resets(
         connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
 
 
-def attack(port: int, seconds: float, max_resets: int) -> dict[str, object]:
-    """Reset streams until the time or the count runs out, or the server closes the connection."""
+def attack(
+    port: int,
+    seconds: float,
+    max_resets: int,
+    header_bytes: int = 0,
+    connected: Callable[[], object] = lambda: None,
+) -> dict[str, object]:
+    """Reset streams until the time or the count runs out, or the server closes the connection;
+    ``connected`` is called once the connection is open, before the first reset."""
     connection = _new_connection()
-    headers = _headers(port, "GetTodos")
+    if header_bytes:  # hpack's Huffman coder, in Python, would take seconds for each batch of big headers
+        connection.encoder.encode = functools.partial(connection.encoder.encode, huffman=False)  # type: ignore[method-assign]
+    headers = _headers(port, "GetTodos", header_bytes)
     request = _framed(pb.GetTodosRequest(session_id="s").SerializeToString())
-    resets, pings, goaway, closed = 0, 0, None, False
+    resets, pings, goaway, closed, pending = 0, 0, None, False, b""
     deadline = time.monotonic() + seconds
     with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
         connection.initiate_connection()
         sock.sendall(connection.data_to_send())
-        while time.monotonic() < deadline and resets < max_resets and not closed:
-            _queue_resets(connection, headers, request)
-            resets += BATCH
+        sock.setblocking(False)
+        connected()
+        while time.monotonic() < deadline and not closed:
+            if not pending and resets < max_resets:
+                _queue_resets(connection, headers, request)
+                resets += BATCH
+            pending += connection.data_to_send()  # the resets, and acknowledgements of PINGs and SETTINGS
+            readable, writable, _ = select.select([sock], [sock] if pending else [], [], 0.1)
             try:
-                sock.sendall(connection.data_to_send())
-                sock.setblocking(False)
-                while chunk := sock.recv(1 << 16):
+                if writable:
+                    pending = pending[sock.send(pending) :]
+                if readable:
+                    if not (chunk := sock.recv(1 << 16)):
+                        closed = True  # the server closed the connection
                     for event in connection.receive_data(chunk):
                         if isinstance(event, h2.events.PingReceived):
-                            pings += 1  # h2 acknowledges it with the next send
+                            pings += 1  # h2 queues its acknowledgement, sent with the next data
                         elif isinstance(event, h2.events.ConnectionTerminated):
                             goaway, closed = str(event.error_code), True
-                else:
-                    closed = True  # the server closed the connection
             except BlockingIOError:
                 pass
             except OSError:
                 closed = True
-            finally:
-                sock.setblocking(True)
-                sock.settimeout(2)
     return {"resets": resets, "pings": pings, "goaway": goaway, "closed": closed}
 
 
@@ -188,6 +206,24 @@ def attack_without_reading(port: int, seconds: float, max_resets: int) -> dict[s
     return {"resets": resets, "closed": closed, "goaway": goaway, "goaway_debug": goaway_debug}
 
 
+def _main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("port", type=int)
+    parser.add_argument("seconds", type=float)
+    parser.add_argument("max_resets", type=int)
+    parser.add_argument("--without-reading", action="store_true")
+    parser.add_argument("--header-bytes", type=int, default=0)
+    args = parser.parse_args()
+
+    def announce() -> None:
+        print("flooding", flush=True)
+
+    if args.without_reading:
+        seen = attack_without_reading(args.port, args.seconds, args.max_resets)
+    else:
+        seen = attack(args.port, args.seconds, args.max_resets, args.header_bytes, announce)
+    print(json.dumps(seen))
+
+
 if __name__ == "__main__":
-    run = attack_without_reading if "--without-reading" in sys.argv[4:] else attack
-    print(json.dumps(run(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))))
+    _main()

@@ -34,6 +34,7 @@ FIGURES = (
     "13. web board",
     "14. etcd store",
     "15. batched writes",
+    "16. task graphs",
 )
 UNTARGETED = {"9. vs etcd", "11. event loop", "14. etcd store"}
 """Figures reported as ratios without a target."""

@@ -557,3 +557,14 @@ def test_nothing_at_the_port_is_one_clear_line_once_the_wait_is_over() -> None:
         "there? (-a HOST:PORT or SESSIONTODO_ADDRESS names the server, --timeout the wait)"
     ]
     assert result.returncode == 1
+
+
+def test_a_redis_store_down_at_start_is_named_with_its_password_hidden() -> None:
+    port = free_port()
+    result = run("sessiontodo_server", "--port", "0", "--store", f"redis://:hunter2@127.0.0.1:{port}/0")
+    assert result.stderr.splitlines()[-1].endswith(
+        f"the store at redis://:***@127.0.0.1:{port}/0 is unreachable: start it, or point --store "
+        "(SESSIONTODO_STORE) at one that runs"
+    )
+    assert "hunter2" not in result.stderr
+    assert result.returncode == 1

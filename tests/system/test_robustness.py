@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -20,6 +18,7 @@ from sessiontodo_client import ResourceExhausted, Todo, TodoClient
 from sessiontodo_server.app import MAX_REQUESTS_PER_READ, _server_options
 from tests.support import ROOT, ServerProcess, make_settings
 from tests.support.fault_run import race_writes_against_expiry, run_through_faults
+from tests.support.flood import SESSION, reads_during_flood
 from tests.support.h2_peer import never_reading_watches
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
@@ -42,16 +41,6 @@ async def test_watchers_and_writes_survive_kill_9_and_sigterm_restarts(tmp_path:
     )
 
 
-async def _median_ms(client: TodoClient, calls: int) -> float:
-    """Median latency of ``calls`` reads one after the other (reported, never asserted)."""
-    took = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        await client.get_todos("s")
-        took.append(time.perf_counter() - started)
-    return statistics.median(took) * 1000
-
-
 async def _h2_peer(port: int, *args: str) -> asyncio.subprocess.Process:
     """tests/support/h2_peer.py against ``port``, in a process of its own; it prints one JSON line."""
     script = ROOT / "tests" / "support" / "h2_peer.py"
@@ -60,25 +49,29 @@ async def _h2_peer(port: int, *args: str) -> asyncio.subprocess.Process:
     )
 
 
-async def test_a_rapid_reset_flood_on_one_connection_leaves_other_clients_served(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize("flood", [(), ("--header-bytes", "60000")], ids=["resets", "60-kb-headers"])
+async def test_a_flood_on_one_connection_leaves_another_client_served(
+    flood: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """HEADERS then RST_STREAM in a loop (bounded: 8 s, 200,000 resets) from another process;
-    a client on its own connection is answered throughout. Medians go to the output."""
+    """HEADERS then RST_STREAM in a loop from another process that reads and answers PINGs (or the
+    same with a 60 KB header in every HEADERS), straight at the server: another client on its own
+    connection is answered throughout, every read. How fast is reported, not asserted: gRPC Python
+    cannot keep a flood that reads from slowing others (docs/operations.md); the front can
+    (tests/peers/haproxy)."""
     with ServerProcess("--store", "memory://") as server:
         async with TodoClient.connect(server.address) as client:
-            await client.create_session("s")
-            await client.replace_todos("s", [Todo(content="x")])
-            before = await _median_ms(client, 200)
-            attack = await _h2_peer(server.port, "8", "200000")
-            during = await _median_ms(client, 200)
-            seen = json.loads((await attack.communicate())[0])
-            after = await _median_ms(client, 200)
-            served = await client.get_todos("s")
+            await client.create_session(SESSION)
+            await client.replace_todos(SESSION, [Todo(content="x")])
+            assert server.process is not None
+            figures = await reads_during_flood(
+                server.address, server.port, *flood, watched={"server": server.process.pid}
+            )
+            served = await client.get_todos(SESSION)
     with capsys.disabled():
-        medians = f"{before:.2f} ms before, {during:.2f} during, {after:.2f} after"
-        print(f"\nrapid reset: {seen}; the other client's median read: {medians}")
-    assert seen["resets"] > 0
+        print(f"\nflood straight at the server ({' '.join(flood) or 'resets'}): {figures}")
+    assert figures.flooder["resets"] > 0
+    assert figures.during.count > 0
+    assert figures.during.failed == 0
     assert [t.content for t in served.todos] == ["x"]
 
 

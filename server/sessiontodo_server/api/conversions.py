@@ -60,7 +60,9 @@ PRIORITY_NAMES = _names(_PRIORITY_TO_PB)
 def todo_to_pb(todo: Todo, whole: Sequence[Todo] = ()) -> pb.Todo:
     """One todo, its ``blocks`` read from ``whole``, the list it is in (none given: none)."""
     holder = pb.GetTodosResponse()
-    add_todos(holder.todos, (todo,), whole or None)
+    add_todos(holder.todos, (todo,))
+    todo_id = todo.id
+    holder.todos[0].blocks.extend(waiting.id for waiting in whole if todo_id in waiting.blocked_by)
     return holder.todos[0]
 
 
@@ -101,9 +103,12 @@ def add_todos(field: Any, todos: Sequence[Todo], whole: Sequence[Todo] | None = 
         if blocked_by:
             message.blocked_by.extend(blocked_by)
             edges = True
-        if lease_expires_at:
-            _set_time(message.lease_expires_at, lease_expires_at)
-            _set_duration(message.lease_duration, lease_seconds)
+        if lease_expires_at:  # kept to the millisecond (``claims``): sent without float noise
+            expires_ms, lease_ms = round(lease_expires_at * 1000), round(lease_seconds * 1000)
+            message.lease_expires_at.seconds, message.lease_expires_at.nanos = divmod(expires_ms, 1000)
+            message.lease_expires_at.nanos *= 1_000_000
+            message.lease_duration.seconds, message.lease_duration.nanos = divmod(lease_ms, 1000)
+            message.lease_duration.nanos *= 1_000_000
     if edges or (whole is not None and whole is not todos):
         _add_blocks(field, first, todos, todos if whole is None else whole)
 

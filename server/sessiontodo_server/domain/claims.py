@@ -94,11 +94,16 @@ def claim(
     ``owner`` is claimed again: unchanged, or with its lease renewed when ``lease_seconds`` is given.
     Nothing ready is no error: ``Claimed(todos, None)``."""
     if not todo_id:
-        finished = graph.finished_ids(todos)
+        finished: set[str] | None = None  # read from the list only once a candidate has blockers
         for position, todo in enumerate(todos):
-            if graph.is_ready(todo, finished):
-                taken = _taken(todo, owner, lease_seconds, now)
-                return Claimed(_with(todos, position, taken), taken, position, changed=True)
+            if todo.status is not _PENDING or todo.owner:
+                continue
+            if todo.blocked_by:
+                finished = graph.finished_ids(todos) if finished is None else finished
+                if not finished.issuperset(todo.blocked_by):
+                    continue
+            taken = _taken(todo, owner, lease_seconds, now)
+            return Claimed(_with(todos, position, taken), taken, position, changed=True)
         return Claimed(todos, None)
     position = _position(todos, session_id, todo_id)
     todo = todos[position]

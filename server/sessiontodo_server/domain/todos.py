@@ -281,11 +281,7 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
                     if blocker not in seen:
                         in_list_order = False
                         break
-            if not in_list_order and todo_id in blocked_by:
-                break
             count = len(blocked_by)
-            if count > max_blockers:
-                break
             if count > 1 and (blocked_by[0] == blocked_by[1] if count == 2 else len(set(blocked_by)) < count):
                 break
             blockers.append(blocked_by)
@@ -318,11 +314,16 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
         )
     else:
         if blockers:
-            # Others name todos anywhere in the list: each must be there, and no cycle (a linear
-            # search); a list breaking either takes the full pass, which names the culprit.
-            if not in_list_order and not graph.known_and_acyclic(todos, chain.from_iterable(blockers)):
+            # Too many blockers, or blockers anywhere in the list: each must be there, and no cycle
+            # (a linear search; a todo naming itself is one); a list breaking a rule takes the
+            # full pass, which names the culprit.
+            if max(map(len, blockers)) > max_blockers or (
+                not in_list_order and not graph.known_and_acyclic(todos, chain.from_iterable(blockers))
+            ):
                 return _replace_all_checked(drafts, limits, prefix)
-            text += sum(map(len, chain.from_iterable(blockers)))
+            edges = sum(map(len, blockers))
+            if text + edges * max_id > limits.max_list_bytes:  # else the blockers' ids cannot matter
+                text += sum(map(len, chain.from_iterable(blockers)))
         if text > limits.max_list_bytes:
             too_big = f"the list must stay under {limits.max_list_bytes} bytes of text"
             raise InvalidArgument([(f"{prefix}todos", too_big)])

@@ -414,32 +414,27 @@ async def test_a_line_from_the_agent_over_the_limit_is_refused_whole_too(raw_pro
     assert stdout == after
 
 
-async def test_a_token_in_plaintext_to_another_host_is_one_error_line_and_the_agent_still_works() -> None:
+async def test_a_token_in_plaintext_to_another_host_is_refused_at_start_in_one_line() -> None:
     agent = [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"]
     process = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "sessiontodo_acp", "--", *agent],
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "todos.example:50051", "SESSIONTODO_ACP_TOKEN": "secret"},
+        env={**os.environ, "SESSIONTODO_ACP_ADDRESS": "10.1.2.3:50051", "SESSIONTODO_ACP_TOKEN": "secret"},
     )
-    assert process.stdin is not None
-    assert process.stderr is not None
     try:
-        line = await asyncio.wait_for(process.stderr.readline(), 30)
-        while b"mirroring" not in line:
-            line = await asyncio.wait_for(process.stderr.readline(), 30)
-        assert b"refusing to send a bearer token in plaintext to todos.example:50051" in line
-        assert b"forwarding only" in line
         stdout, stderr = await asyncio.wait_for(process.communicate(b'{"jsonrpc":"2.0","method":"x"}\n'), 30)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert process.returncode == 0
-    assert stdout == b'{"jsonrpc":"2.0","method":"x"}\n'
-    assert b"Traceback" not in stderr
-    assert b"secret" not in stderr
+    assert process.returncode == 2
+    assert stdout == b""  # nothing forwarded: the editor sees the proxy fail, not a session without plans
+    assert stderr.decode().splitlines() == [
+        "sessiontodo-acp-proxy: refusing to send a bearer token in plaintext to 10.1.2.3:50051: use TLS (--tls, "
+        "--ca-file) or a loopback address"
+    ]
 
 
 async def test_the_proxy_exits_with_the_agents_exit_code(raw_proxy) -> None:
