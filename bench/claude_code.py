@@ -1,12 +1,13 @@
 """Claude Code → sessiontodo latency: from the real CLI's Task tool call to the change on a WatchTodos stream.
 
-The real Claude Code CLI (node_modules, as ``make test`` installs it) runs headless against the
-stub Anthropic API of tests/peers/claude_code, which notes when each scripted tool call was sent
-whole; ``sessiontodo-claude`` runs as its own process between Claude's task folder and an
-in-memory sessiontodo server (another process); this process watches the session. A sample is
-one TaskCreate or TaskUpdate (a new subject each), from the tool call's answer being written to
-the first WatchTodos message that shows it: Claude running the tool, writing its file, inotify,
-the bridge's pass and BatchWrite, and the watch's delivery.
+``make bench`` figure 17 (``bench/run.py`` calls ``measure_claude_code``). The real Claude Code
+CLI (node_modules, as ``make test`` installs it) runs headless against the stub Anthropic API of
+tests/peers/claude_code, which notes when each scripted tool call was sent whole;
+``sessiontodo-claude`` runs as its own process between Claude's task folder and an in-memory
+sessiontodo server (another process); this process watches the session. A sample is one
+TaskCreate or TaskUpdate (a new subject each), from the tool call's answer being written to the
+first WatchTodos message that shows it: Claude running the tool, writing its file, inotify, the
+bridge's pass and BatchWrite, and the watch's delivery.
 
     python bench/claude_code.py [--samples 200]
 """
@@ -25,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # the CLI harness and stub of the Claude Code tests
 
-from report import median, percentile  # noqa: E402
+from report import Row, median, percentile  # noqa: E402
 from sessiontodo_claude.watcher import changed_task_ids  # noqa: E402
 from sessiontodo_client import TodoClient  # noqa: E402
-from tests.peers.claude_code.claude_cli import ClaudeCode  # noqa: E402
+from tests.peers.claude_code.claude_cli import CLAUDE, ClaudeCode  # noqa: E402
 from tests.peers.claude_code.stub_anthropic import Step, StubAnthropic  # noqa: E402
 from tests.support import ServerProcess  # noqa: E402
 
@@ -57,7 +58,11 @@ class Sample:
     to_file: float
 
 
-async def measure(samples: int) -> list[Sample]:
+def claude_cli_available() -> bool:
+    return CLAUDE.exists()
+
+
+async def measure_claude_code(samples: int) -> list[Sample]:
     seen: dict[str, float] = {}
     file_changes: list[tuple[float, set[str]]] = []
     with tempfile.TemporaryDirectory() as scratch, ServerProcess("--store", "memory://") as server:
@@ -114,20 +119,36 @@ async def measure(samples: int) -> list[Sample]:
     return measured
 
 
+def claude_code_rows(measured: list[Sample], samples: int) -> list[Row]:
+    """Figure 17: the whole way at p50 and p99, each against Claude's own share (its tool call to its file
+    written) in the same samples; the bridge's share (the file to the watch) on its own."""
+    to_watch = [sample.to_watch for sample in measured]
+    to_file = [sample.to_file for sample in measured]
+    bridge = [sample.to_watch - sample.to_file for sample in measured]
+    figure = "17. claude code"
+    own = "Claude Code's own share: the tool call to its task file written"
+    shown = f"({len(measured)} of {samples} tool calls)"
+    return [
+        Row(figure, f"tool call -> WatchTodos message, p50 {shown}", median(to_watch), "ms", median(to_file), own),
+        Row(
+            figure,
+            f"tool call -> WatchTodos message, p99 {shown}",
+            percentile(to_watch, 0.99),
+            "ms",
+            percentile(to_file, 0.99),
+            own,
+        ),
+        Row(figure, "the bridge's share: task file written -> WatchTodos message, p99", percentile(bridge, 0.99), "ms"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args()
-    measured = asyncio.run(measure(args.samples))
-    for name, values in (
-        ("tool call -> WatchTodos message", [sample.to_watch for sample in measured]),
-        ("tool call -> task file written (Claude's share)", [sample.to_file for sample in measured]),
-        ("task file written -> WatchTodos message (the bridge's)", [s.to_watch - s.to_file for s in measured]),
-    ):
-        print(
-            f"{name}: p50 {median(values):.1f} ms, p99 {percentile(values, 0.99):.1f} ms, "
-            f"max {max(values):.1f} ms ({len(values)} of {args.samples} samples)"
-        )
+    for row in claude_code_rows(asyncio.run(measure_claude_code(args.samples)), args.samples):
+        compared = f" ({row.baseline:.1f} ms: {row.baseline_name})" if row.baseline is not None else ""
+        print(f"{row.measure}: {row.value:.1f} ms{compared}")
 
 
 if __name__ == "__main__":
