@@ -64,6 +64,7 @@ from versus import (
 )
 from versus import plotted as versus_plotted
 from watching import fanout_rows, isolation_rows, measure_fanout, measure_isolation
+from ways import MODES, matrix_table, measure_ways, ways_rows
 from web import browser_available, measure_web, web_rows
 
 
@@ -100,6 +101,7 @@ class Sizes:
     web_renders: int
     etcd_store_writers: int
     graph_validations: int
+    ways_writes: int
 
 
 FULL = Sizes(
@@ -134,6 +136,7 @@ FULL = Sizes(
     web_renders=5,
     etcd_store_writers=32,
     graph_validations=300,
+    ways_writes=50,
 )
 QUICK = Sizes(
     rounds=1,
@@ -167,6 +170,7 @@ QUICK = Sizes(
     web_renders=1,
     etcd_store_writers=8,
     graph_validations=30,
+    ways_writes=3,
 )
 
 SUBJECTS = ("memory", "sqlite")
@@ -316,6 +320,13 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
 
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)
+
+    progress("figure 17: one session, five ways in x six ways out, one way after another and all at once")
+    ways = await measure_ways(  # quick: all five at once only (the run the rules are about), then the restart
+        sizes.ways_writes, 0.05, cpus.server, scratch, modes=MODES if sizes == FULL else ("interleaved",)
+    )
+    figures[17] = ways_rows(ways)
+    plotted["ways"] = matrix_table(ways)
 
     if etcd_binary():
         progress("figures 9-11: against etcd (throughput, CPU, write-to-watch, fan-out), fsync vs process, event loops")

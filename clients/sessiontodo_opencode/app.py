@@ -331,7 +331,12 @@ class OpenCodeRoutes:
             return tagged_bad_request(body.message)
         try:
             session = await self._bridge.create_session(
-                body.id or "", body.parent_id or "", title=body.title, directory=self._directory(request)
+                body.id or "",
+                body.parent_id or "",
+                title=body.title,
+                directory=self._directory(request),
+                agent=body.agent,
+                model=body.model,
             )
         except ServiceError as error:  # NOT_FOUND here is about the parent
             if isinstance(error, InvalidArgument):

@@ -27,6 +27,7 @@ from sessiontodo_client import Todo as ServiceTodo
 from sessiontodo_opencode.fanout import FanOut, Subscription
 from sessiontodo_opencode.models import (
     BusEvent,
+    ModelRef,
     Project,
     ProjectTime,
     Session,
@@ -43,6 +44,7 @@ from sessiontodo_opencode.translate import (
     PROJECT,
     TITLE,
     milliseconds,
+    run_labels,
     session_info,
     todo_to_service,
     todo_updated,
@@ -131,10 +133,18 @@ class TodoBridge:
         return session.labels.get(DIRECTORY) or self.directory
 
     async def create_session(
-        self, session_id: str = "", parent_id: str = "", *, title: str | None = None, directory: str | None = None
+        self,
+        session_id: str = "",
+        parent_id: str = "",
+        *,
+        title: str | None = None,
+        directory: str | None = None,
+        agent: str | None = None,
+        model: ModelRef | None = None,
     ) -> Session:
         """Create the session (or get the existing one); an empty id is generated."""
         labels = {DIRECTORY: directory or self.directory, PROJECT: self.project} | ({TITLE: title} if title else {})
+        labels |= run_labels(agent, model)
         session, _ = await self._client.create_session(session_id, parent_id, labels=labels, origin=ORIGIN)
         await self._delivered(session.session_id, session.revision)
         return self.info(session)

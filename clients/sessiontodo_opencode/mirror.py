@@ -55,7 +55,15 @@ from sessiontodo_client import (
 from sessiontodo_client import Session as ServiceSession
 from sessiontodo_opencode.batches import BatchWriter
 from sessiontodo_opencode.models import Session, Todo
-from sessiontodo_opencode.translate import DIRECTORY, PROJECT, SLUG, TITLE, todo_to_service, todos_from_service
+from sessiontodo_opencode.translate import (
+    DIRECTORY,
+    PROJECT,
+    SLUG,
+    TITLE,
+    run_labels,
+    todo_to_service,
+    todos_from_service,
+)
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +270,7 @@ class OpenCodeImporter:
             PROJECT: session.project_id,
             SLUG: session.slug,
             SERVER_LABEL: self._server,
-        }
+        } | run_labels(session.agent, session.model, session.summary)
 
     async def _mirror_session(self, session: Session) -> None:
         labels = self._labels(session)

@@ -60,11 +60,27 @@ class SessionTime(_Wire):
     updated: int
 
 
+class ModelRef(_Wire):
+    """The model a session runs (``Session.model``), as upstream names it."""
+
+    id: str
+    provider_id: str = Field(alias="providerID")
+    variant: str | None = None
+
+
+class SessionSummary(_Wire):
+    """What a session's changes came to (``Session.summary``); upstream's per-file ``diffs`` are not kept."""
+
+    additions: int
+    deletions: int
+    files: int
+
+
 class Session(_Wire):
     """OpenCode's ``Session``: what ``POST/GET /session`` answer and session events carry.
 
-    Built from a sessiontodo session: title, directory, project and slug are its labels; the
-    times are its own. Cost and tokens are zero: the sidecar runs no model.
+    Built from a sessiontodo session: title, directory, project, slug, and where known agent, model and
+    summary are its labels; the times are its own. Cost and tokens are zero: the sidecar runs no model.
     """
 
     id: str
@@ -73,15 +89,19 @@ class Session(_Wire):
     directory: str
     path: str = ""
     parent_id: str | None = Field(None, alias="parentID")
+    summary: SessionSummary | None = None
     cost: int | float = 0
     tokens: Tokens = Tokens()
     title: str
+    agent: str | None = None
+    model: ModelRef | None = None
     version: str
     time: SessionTime
 
 
 class CreateSessionBody(_Wire):
-    """The body of ``POST /session``; OpenCode's other fields (agent, model, permission…) are ignored.
+    """The body of ``POST /session``: its agent and model are kept, as upstream's session shows them;
+    OpenCode's other fields (permission, metadata…) are ignored.
 
     ``id`` is an extension (upstream always generates one).
     """
@@ -91,6 +111,8 @@ class CreateSessionBody(_Wire):
     id: str | None = None
     parent_id: str | None = Field(None, alias="parentID")
     title: str | None = None
+    agent: str | None = None
+    model: ModelRef | None = None
 
 
 class UpdateSessionBody(_Wire):

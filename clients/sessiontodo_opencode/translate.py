@@ -7,8 +7,9 @@ comes back as given as long as the stand-in is unchanged (a gRPC writer that set
 status has decided). A status or priority that a newer sessiontodo added (a number) is shown as
 the stand-in too, and kept when a list comes back with the stand-in unchanged.
 
-Sessions: OpenCode's title, directory, project and slug are session labels; the times are
-the session's own.
+Sessions: OpenCode's title, directory, project and slug are session labels, and so are its agent,
+model and summary where known (given to ``POST /session``, or mirrored from a real OpenCode; model
+and summary as JSON); the times are the session's own.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import sessiontodo_client as service
 from sessiontodo_opencode.models import (
     KNOWN_PRIORITIES,
     KNOWN_STATUSES,
+    ModelRef,
     Session,
+    SessionSummary,
     SessionTime,
     Todo,
     TodoUpdated,
@@ -35,6 +39,27 @@ TITLE = "title"
 DIRECTORY = "directory"
 PROJECT = "project"
 SLUG = "slug"
+AGENT = "agent"
+MODEL = "model"
+SUMMARY = "summary"
+
+
+def run_labels(agent: str | None, model: ModelRef | None, summary: SessionSummary | None = None) -> dict[str, str]:
+    """The labels that keep what a session runs and came to, for those that are known."""
+    labels = {AGENT: agent} if agent else {}
+    if model is not None:
+        labels[MODEL] = model.model_dump_json(exclude_none=True)
+    if summary is not None:
+        labels[SUMMARY] = summary.model_dump_json()
+    return labels
+
+
+def _label_json(labels: dict[str, str], key: str, model: type[ModelRef] | type[SessionSummary]) -> Any:
+    """The label's value read as ``model``; None if absent or not one (another client wrote the label)."""
+    try:
+        return model.model_validate_json(labels[key]) if key in labels else None
+    except ValueError:
+        return None
 
 
 def todo_from_service(todo: service.Todo) -> Todo:
@@ -110,6 +135,9 @@ def session_info(session: service.Session, *, default_directory: str, default_pr
         directory=labels.get(DIRECTORY) or default_directory,
         parentID=session.parent_id or None,
         title=labels.get(TITLE) or default_title(session.created_at, bool(session.parent_id)),
+        agent=labels.get(AGENT) or None,
+        model=_label_json(labels, MODEL, ModelRef),
+        summary=_label_json(labels, SUMMARY, SessionSummary),
         version=version,
         time=SessionTime(created=milliseconds(session.created_at), updated=milliseconds(session.updated_at)),
     )

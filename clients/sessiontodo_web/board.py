@@ -7,8 +7,10 @@
   ``resume_window`` frames are kept: a page reconnecting with ``Last-Event-ID`` gets exactly the
   frames after its cursor, or the whole board (``reset``) when its cursor is not among them (too
   old, or from before a restart or a RESET), so nothing is missed and nothing arrives twice.
-- sessiontodo sends PROGRESS on a quiet feed; when nothing arrives for ``feed_timeout`` seconds
-  pages are told it is unreachable (the client keeps reconnecting and resumes by cursor).
+- When the feed's stream ends (sessiontodo stopped, restarted, crashed), pages are told at once that
+  it is unreachable, and live again when the client's new stream is accepted (it reconnects and
+  resumes by cursor). sessiontodo also sends PROGRESS on a quiet feed: a stream that stays open but
+  brings nothing for ``feed_timeout`` seconds (a silent network) is unreachable too.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sessiontodo_client import ChangeKind, FeedEvent, NotFound, ServiceError, Session, Todo, TodoClient
+from sessiontodo_client import (
+    ChangeKind,
+    Connection,
+    ConnectionState,
+    FeedEvent,
+    NotFound,
+    ServiceError,
+    Session,
+    Todo,
+    TodoClient,
+)
 from sessiontodo_web.changes import describe
 from sessiontodo_web.models import (
     BoardView,
@@ -232,7 +244,10 @@ class Board:
     async def _apply_feed(self) -> None:
         snapshot: _Snapshot | None = None if self._loaded.is_set() else _Snapshot()
         feed = self._client.watch_changes(
-            self._cursor or None, include_snapshot=not self._cursor, include_progress=True
+            self._cursor or None,
+            include_snapshot=not self._cursor,
+            include_progress=True,
+            on_connection=self._feed_connection,
         )
         try:
             async for event in feed:
@@ -321,6 +336,17 @@ class Board:
             self._positions.popitem(last=False)
 
     # Is sessiontodo there?
+
+    def _feed_connection(self, connection: Connection) -> None:
+        """The feed's stream broke: pages hear it at once (not after ``feed_timeout`` of silence), and hear
+        it is back as soon as sessiontodo takes the new stream."""
+        if not self._loaded.is_set():
+            return
+        if connection.state is ConnectionState.RECONNECTING and self._state == "live":
+            log.warning("sessiontodo's feed broke (%s): telling pages it is unreachable", connection.error)
+            self._set_state("unreachable")
+        elif connection.state is ConnectionState.RESUMED:
+            self._heard_from_sessiontodo()
 
     def _heard_from_sessiontodo(self) -> None:
         self._last_message = self._clock()

@@ -35,6 +35,7 @@ FIGURES = (
     "14. etcd store",
     "15. batched writes",
     "16. task graphs",
+    "17. ways in and out",
 )
 UNTARGETED = {"9. vs etcd", "11. event loop", "14. etcd store"}
 """Figures reported as ratios without a target."""

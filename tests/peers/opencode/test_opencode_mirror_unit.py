@@ -43,7 +43,16 @@ FRAMES = [
     b'data: {"payload":{"id":"evt_0","type":"server.connected","properties":{}}}\n\n',
     frame("session.created", sessionID="ses bad", info=session("ses bad", "refused")),  # not a valid id
     frame("todo.updated", sessionID="ses_good"),  # no todos: malformed
-    frame("session.created", sessionID="ses_good", info=session("ses_good", LONG_TITLE)),  # kept, shortened
+    frame(
+        "session.created",
+        sessionID="ses_good",
+        info=session("ses_good", LONG_TITLE)  # kept, shortened; what it runs and came to kept too
+        | {
+            "agent": "build",
+            "model": {"id": "stub-model", "providerID": "stub"},
+            "summary": {"additions": 3, "deletions": 1, "files": 2, "diffs": []},
+        },
+    ),
     frame("todo.updated", sessionID="ses_good", todos=[{"content": "a", "status": "blocked", "priority": "low"}]),
 ]
 
@@ -81,6 +90,9 @@ async def test_the_mirror_skips_what_it_cannot_apply_and_applies_the_rest(client
         "project": "global",
         "slug": "calm-river",
         "opencode.server": "http://opencode.test",
+        "agent": "build",
+        "model": '{"id":"stub-model","providerID":"stub"}',
+        "summary": '{"additions":3,"deletions":1,"files":2}',
     }
     assert (await client.get_todos("ses_good")).todos[0].metadata == {"opencode.status": "blocked"}
     assert [s.session_id for s in await client.list_sessions()] == ["ses_good"]

@@ -14,7 +14,7 @@ import pytest
 from sessiontodo_client import Todo, TodoClient, TodoPriority, TodoStatus
 from sessiontodo_opencode import RunningSidecar
 from sessiontodo_opencode.translate import todo_from_service, todo_to_service
-from tests.peers.opencode.opencode_support import create, todos
+from tests.peers.opencode.opencode_support import EventFeed, create, todos
 from tests.support import ROOT, ServerProcess
 
 
@@ -269,6 +269,25 @@ async def test_creating_a_session_without_a_body_generates_its_id(http: httpx.As
     session_id = response.json()["id"]
     assert "parentID" not in response.json()
     assert [s.session_id for s in await client.list_sessions()] == [session_id]
+
+
+OpenFeed = Callable[..., Awaitable[EventFeed]]
+
+
+async def test_a_sessions_agent_and_model_are_kept_and_shown_in_its_answers_and_events(
+    http: httpx.AsyncClient, open_feed: OpenFeed
+) -> None:
+    feed = await open_feed()
+    model = {"id": "claude-sonnet-4", "providerID": "anthropic"}
+
+    created = await http.post("/session", json={"id": "ses_runs", "agent": "build", "model": model})
+
+    assert (created.json()["agent"], created.json()["model"]) == ("build", model)
+    read = (await http.get("/session/ses_runs")).json()
+    assert (read["agent"], read["model"]) == ("build", model)
+    event = await feed.next_of("session.created")
+    assert (event["info"]["agent"], event["info"]["model"]) == ("build", model)
+    assert "summary" not in read, "no summary is made up"
 
 
 async def test_creating_a_child_of_an_unknown_parent_is_not_found(http: httpx.AsyncClient) -> None:

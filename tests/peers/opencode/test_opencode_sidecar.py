@@ -92,3 +92,34 @@ async def test_with_sessiontodo_down_the_sidecar_says_at_once_what_it_waits_for_
     assert f"listening on http://127.0.0.1:{port}" in said
     assert "waiting at most 120s" in said
     assert health.status_code == 200
+
+
+async def test_a_request_made_before_sessiontodo_starts_waits_for_it_and_the_wait_is_said_once(
+    start: Callable[..., Awaitable[RunningServer]], tmp_path: Path
+) -> None:
+    sessiontodo_port, port = free_port(), free_port()
+    log_path = tmp_path / "sidecar.log"
+    with log_path.open("wb") as log_file:
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "sessiontodo_opencode", "--port", str(port)),
+            *("--sessiontodo-address", f"127.0.0.1:{sessiontodo_port}"),
+            cwd=ROOT,
+            stderr=log_file,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as http:
+            await eventually(lambda: said(log_path, f"listening on http://127.0.0.1:{port}"), timeout=30)
+            reading = asyncio.create_task(http.get("/session/ses_nobody/todo"))
+            await eventually(lambda: said(log_path, "does not accept connections yet"), timeout=30)
+            await start(port=sessiontodo_port)
+            response = await reading
+    finally:
+        process.kill()
+        await process.wait()
+
+    assert response.status_code == 404  # sessiontodo answered: no such session (not 503, unreachable)
+    assert log_path.read_text().count("does not accept connections yet") == 1
+
+
+def said(log_path: Path, text: str) -> bool:
+    return text in log_path.read_text()

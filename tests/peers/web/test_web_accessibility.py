@@ -146,7 +146,7 @@ async def test_axe_finds_no_serious_violation_in_a_conflict_or_while_reconnectin
     await page.click(f"{todo_row('t1')} button:text-is('Edit')")
     await client.update_todo("ses_first", "t1", content="theirs")
     await page.wait_for("#detail-meta:text-matches('revision 2 ')")
-    await page.fill(f"{todo_row('t1')} input.edit", "mine")
+    await page.fill(f"{todo_row('t1')} textarea.edit", "mine")
     await page.press("Enter")
     await page.wait_for("#notice[data-kind=conflict]")
     await page.evaluate("document.getElementById('connection').dataset.state = 'reconnecting'")

@@ -143,7 +143,7 @@ async def test_content_is_edited_with_the_keyboard(page: Page, client: TodoClien
     await select_session(page, "ses_content")
 
     await page.click(f"{todo_row('t1')} button:text-is('Edit')")
-    await page.fill(f"{todo_row('t1')} input.edit", "Final text")
+    await page.fill(f"{todo_row('t1')} textarea.edit", "Final text")
     await page.press("Enter")
 
     await page.wait_for(f"{todo_row('t1')} .content:text-is('Final text')")
@@ -189,14 +189,14 @@ async def test_a_todo_moved_down_in_the_page_is_reordered_on_the_server(page: Pa
     assert [todo.id for todo in (await client.get_todos("ses_order")).todos] == ["t2", "t1", "t3"]
 
 
-async def test_a_conflicting_edit_says_someone_else_changed_the_list_and_shows_the_new_one(
+async def test_a_conflicting_edit_says_someone_else_changed_the_list_and_keeps_what_was_typed(
     page: Page, client: TodoClient
 ) -> None:
     await client.create_session("ses_race")
     await client.replace_todos("ses_race", [Todo(id="t1", content="as first seen")])
     await select_session(page, "ses_race")
     await page.click(f"{todo_row('t1')} button:text-is('Edit')")
-    await page.fill(f"{todo_row('t1')} input.edit", "my version")
+    await page.fill(f"{todo_row('t1')} textarea.edit", "my version")
     # Someone else changes the list while the text is being edited; the page shows it arrive.
     await client.update_todo("ses_race", "t1", content="their version", origin="someone")
     await page.wait_for("#detail-meta:text-matches('revision 2 ')")
@@ -204,6 +204,54 @@ async def test_a_conflicting_edit_says_someone_else_changed_the_list_and_shows_t
     await page.press("Enter")
 
     await page.wait_for("#notice[data-kind=conflict]")
-    assert (await page.text("#notice-text")).startswith("Someone else changed this list (now revision 2 by someone)")
-    assert await page.text(f"{todo_row('t1')} .content") == "their version"
+    notice = await page.text("#notice-text")
+    assert notice.startswith("Someone else changed this list (now revision 2 by someone)")
+    assert notice.endswith("What you typed is kept: save it again to apply it.")
+    assert await page.locator(f"{todo_row('t1')} textarea.edit", "inputValue") == "my version"
     assert (await client.get_todos("ses_race")).todos[0].content == "their version"
+
+
+async def test_text_kept_after_a_conflict_is_saved_over_the_list_as_it_is_now(page: Page, client: TodoClient) -> None:
+    await client.create_session("ses_again")
+    await client.replace_todos("ses_again", [Todo(id="t1", content="as first seen")])
+    await select_session(page, "ses_again")
+    await page.click(f"{todo_row('t1')} button:text-is('Edit')")
+    await page.fill(f"{todo_row('t1')} textarea.edit", "my version")
+    await client.update_todo("ses_again", "t1", content="their version", origin="someone")
+    await page.wait_for("#detail-meta:text-matches('revision 2 ')")
+    await page.press("Enter")
+    await page.wait_for("#notice[data-kind=conflict]")
+
+    await page.press("Enter")  # the box still has the focus, and the text
+
+    await page.wait_for(f"{todo_row('t1')} .content:text-is('my version')")
+    assert (await client.get_todos("ses_again")).todos[0].content == "my version"
+
+
+async def test_a_long_text_is_edited_in_a_box_that_shows_all_of_it(page: Page, client: TodoClient) -> None:
+    long_text = "A todo whose text runs on " * 12 + "\nand has a second line"
+    await client.create_session("ses_long")
+    await client.replace_todos("ses_long", [Todo(id="t1", content=long_text)])
+    await select_session(page, "ses_long")
+
+    await page.click(f"{todo_row('t1')} button:text-is('Edit')")
+
+    box = f"{todo_row('t1')} textarea.edit"
+    assert await page.locator(box, "inputValue") == long_text  # an <input> dropped the line break
+    assert await page.evaluate(
+        "return (() => { const box = document.querySelector('#todos textarea.edit');"
+        " return box.scrollHeight <= box.clientHeight && box.scrollWidth <= box.clientWidth; })()"
+    )
+
+
+async def test_a_live_change_lights_up_its_todo_and_its_session(page: Page, client: TodoClient) -> None:
+    await client.create_session("ses_lit")
+    await client.replace_todos("ses_lit", [Todo(id="t1", content="one"), Todo(id="t2", content="two")])
+    await select_session(page, "ses_lit")
+    await page.wait_for(todo_row("t2"))
+
+    await client.update_todo("ses_lit", "t2", status=TodoStatus.COMPLETED, origin="agent")
+
+    await page.wait_for(f"{todo_row('t2')}.flash", state="attached")
+    await page.wait_for(f"{session_row('ses_lit')} > .row.flash", state="attached")
+    assert await page.count(f"{todo_row('t1')}.flash") == 0

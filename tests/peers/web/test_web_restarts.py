@@ -137,3 +137,24 @@ async def test_a_reset_from_sessiontodo_replaces_the_view(
             await page.wait_for(session_row("ses_forgotten"), state="detached")
         finally:
             await web.stop()
+
+
+async def test_a_page_says_sessiontodo_is_unreachable_as_soon_as_the_feed_ends_not_after_the_silence_limit(
+    new_page: NewPage, sqlite_server: ServerProcess, token_file: Path, viewer_token: str
+) -> None:
+    with sqlite_server:
+        web = WebProcess(sqlite_server.address, token_file)  # the default --feed-timeout: 30 s of silence
+        await web.start()
+        try:
+            page = await new_page()
+            await sign_in(page, web.url, viewer_token)
+            await page.wait_for("#connection[data-state=live]")
+
+            sqlite_server.stop()  # its feed ends
+
+            # Half the silence limit: a bound that only a board waiting for the silence would miss.
+            await page.wait_for("#connection[data-state=unreachable]", timeout=15_000)
+            sqlite_server.start()
+            await page.wait_for("#connection[data-state=live]", timeout=int(WAIT * 3000))
+        finally:
+            await web.stop()

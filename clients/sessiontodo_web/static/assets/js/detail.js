@@ -3,7 +3,7 @@
 // the list first the board answers 409 with the list as it is now, which replaces the one shown.
 
 import { ApiError, request, sessionPath, todoPath } from './api.js';
-import { el, fill, show } from './dom.js';
+import { el, fill, flash, show } from './dom.js';
 import { PRIORITIES, STATUSES, ago, duration, sessionTitle, when } from './format.js';
 
 const LABEL_TEXT_LENGTH = 60;
@@ -57,7 +57,13 @@ export class DetailPanel {
       return;
     }
     if (event.session.revision <= this.detail.session.revision) return;
+    const before = new Map(this.detail.todos.map((todo) => [todo.id, todo]));
     this.render({ session: event.session, todos: event.todos, changes: [...this.detail.changes, event.change] });
+    for (const todo of event.todos) {
+      const was = before.get(todo.id);
+      const changed = !was || ['content', 'status', 'priority'].some((field) => was[field] !== todo[field]);
+      if (changed) flash(this.rows.get(todo.id).item);
+    }
   }
 
   onRemoved(event) {
@@ -224,12 +230,18 @@ export class DetailPanel {
 
   // Editing
 
-  /** Edit a todo's text in place. The edit is of the list as it was when it started: if someone else
-   * changes the list meanwhile, saving is a conflict rather than a silent overwrite. */
+  /** Edit a todo's text in place, in a box that grows with the text (Enter saves, Shift+Enter is a new
+   * line, Escape cancels). The edit is of the list as it was when it started: if someone else changes
+   * the list meanwhile, saving is a conflict rather than a silent overwrite, and the box stays open with
+   * what was typed, to save again over the list as it is now. */
   startEditing(row) {
-    const startedAt = this.detail.session.revision;
-    const input = el('input', { class: 'edit', maxlength: '4096', 'aria-label': `Text of “${shortened(row.todo.content)}”` });
+    let startedAt = this.detail.session.revision;
+    const input = el('textarea', { class: 'edit', rows: '1', maxlength: '4096', 'aria-label': `Text of “${shortened(row.todo.content)}”` });
     input.value = row.todo.content;
+    const fit = () => {
+      input.style.height = 'auto';
+      input.style.height = `${input.scrollHeight + input.offsetHeight - input.clientHeight}px`; // borders too
+    };
     const cancel = el('button', { type: 'button', class: 'quiet' }, 'Cancel');
     row.form = el('form', { class: 'edit-form' }, input, el('button', { type: 'submit' }, 'Save'), cancel);
     const stop = () => {
@@ -238,20 +250,30 @@ export class DetailPanel {
       row.content.textContent = row.todo.content;
       row.edit.focus();
     };
-    row.form.addEventListener('submit', (event) => {
+    row.form.addEventListener('submit', async (event) => {
       event.preventDefault();
       const content = input.value;
-      stop();
-      if (content.trim() && content !== row.todo.content) this.update(row, { content }, startedAt);
+      if (!content.trim() || content === row.todo.content) return stop();
+      if (await this.update(row, { content }, startedAt)) return stop();
+      if (row.form?.isConnected && this.parts.notice.dataset.kind === 'conflict') {
+        startedAt = this.detail.session.revision; // seen now: saving again writes over this list
+        this.parts.noticeText.textContent += ' What you typed is kept: save it again to apply it.';
+        input.focus();
+      }
     });
     cancel.addEventListener('click', stop);
+    input.addEventListener('input', fit);
     input.addEventListener('keydown', (event) => {
       if (event.key === 'Escape') {
         event.preventDefault();
         stop();
+      } else if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        row.form.requestSubmit();
       }
     });
     row.content.replaceWith(row.form);
+    fit();
     input.focus();
     input.select();
   }

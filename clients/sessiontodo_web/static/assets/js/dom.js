@@ -24,6 +24,14 @@ export function fill(node, ...children) {
   return node;
 }
 
+/** Highlight a node for a moment (a live change), starting again if it is still highlighted. */
+export function flash(node) {
+  node.classList.remove('flash');
+  void node.offsetWidth; // a reflow between the two restarts the animation
+  node.classList.add('flash');
+  node.addEventListener('animationend', () => node.classList.remove('flash'), { once: true });
+}
+
 /** Show or hide a node. */
 export function show(node, visible) {
   node.hidden = !visible;

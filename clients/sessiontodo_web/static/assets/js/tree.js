@@ -3,7 +3,7 @@
 // place, so a live change never moves the keyboard focus. Keyboard: the WAI-ARIA tree pattern
 // (arrows, Home, End; Enter or Space selects) with one tab stop.
 
-import { el, fill } from './dom.js';
+import { el, fill, flash } from './dom.js';
 import { STATUSES, ago, progress, sessionTitle, shownLabels, when } from './format.js';
 
 export class SessionTree {
@@ -53,7 +53,9 @@ export class SessionTree {
     let row = this.rows.get(session.id);
     if (row) {
       const labelsChanged = !sameLabels(row.session.labels, session.labels);
+      const changed = session.revision !== row.session.revision;
       this.paint(row, session);
+      if (changed) flash(row.item.firstElementChild);
       if (this.filter.text || this.filter.label) this.applyFilter();
       return labelsChanged;
     }
@@ -158,6 +160,7 @@ export class SessionTree {
     time.textContent = ago(session.updated_at);
     time.title = when(session.updated_at);
     origin.textContent = session.origin ? `by ${session.origin}` : '';
+    origin.title = session.origin ? `last changed by ${session.origin}` : '';
     row.item.dataset.revision = session.revision;
   }
 
