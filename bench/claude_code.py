@@ -1,6 +1,6 @@
 """Claude Code → sessiontodo latency: from the real CLI's Task tool call to the change on a WatchTodos stream.
 
-``make bench`` figure 17 (``bench/run.py`` calls ``measure_claude_code``). The real Claude Code
+``make bench`` figure 18 (``bench/run.py`` calls ``measure_claude_code``). The real Claude Code
 CLI (node_modules, as ``make test`` installs it) runs headless against the stub Anthropic API of
 tests/peers/claude_code, which notes when each scripted tool call was sent whole;
 ``sessiontodo-claude`` runs as its own process between Claude's task folder and an in-memory
@@ -120,12 +120,12 @@ async def measure_claude_code(samples: int) -> list[Sample]:
 
 
 def claude_code_rows(measured: list[Sample], samples: int) -> list[Row]:
-    """Figure 17: the whole way at p50 and p99, each against Claude's own share (its tool call to its file
+    """Figure 18: the whole way at p50 and p99, each against Claude's own share (its tool call to its file
     written) in the same samples; the bridge's share (the file to the watch) on its own."""
     to_watch = [sample.to_watch for sample in measured]
     to_file = [sample.to_file for sample in measured]
     bridge = [sample.to_watch - sample.to_file for sample in measured]
-    figure = "17. claude code"
+    figure = "18. claude code"
     own = "Claude Code's own share: the tool call to its task file written"
     shown = f"({len(measured)} of {samples} tool calls)"
     return [

@@ -313,10 +313,10 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         progress("figure 13 skipped: node, playwright-core (npm ci) or chromium is missing")
 
     if claude_cli_available():
-        progress("figure 17: Claude Code's task tool call to the change on a WatchTodos stream (sessiontodo-claude)")
-        figures[17] = claude_code_rows(await measure_claude_code(sizes.claude_samples), sizes.claude_samples)
+        progress("figure 18: Claude Code's task tool call to the change on a WatchTodos stream (sessiontodo-claude)")
+        figures[18] = claude_code_rows(await measure_claude_code(sizes.claude_samples), sizes.claude_samples)
     else:
-        progress("figure 17 skipped: the Claude Code CLI is missing (npm ci)")
+        progress("figure 18 skipped: the Claude Code CLI is missing (npm ci)")
 
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)
