@@ -120,8 +120,9 @@ async def measure_claude_code(samples: int) -> list[Sample]:
 
 
 def claude_code_rows(measured: list[Sample], samples: int) -> list[Row]:
-    """Figure 18: the whole way at p50 and p99, each against Claude's own share (its tool call to its file
-    written) in the same samples; the bridge's share (the file to the watch) on its own."""
+    """Figure 18: the whole way at p50 and p99, and the bridge's share (the file to the watch), each against
+    Claude's own share (its tool call to its file written) in the same samples; no target on the ratios (the
+    issue's is absolute: p99 at most 100 ms)."""
     to_watch = [sample.to_watch for sample in measured]
     to_file = [sample.to_file for sample in measured]
     bridge = [sample.to_watch - sample.to_file for sample in measured]
@@ -138,7 +139,14 @@ def claude_code_rows(measured: list[Sample], samples: int) -> list[Row]:
             percentile(to_file, 0.99),
             own,
         ),
-        Row(figure, "the bridge's share: task file written -> WatchTodos message, p99", percentile(bridge, 0.99), "ms"),
+        Row(
+            figure,
+            "the bridge's share: task file written -> WatchTodos message, p99",
+            percentile(bridge, 0.99),
+            "ms",
+            percentile(to_file, 0.99),
+            own,
+        ),
     ]
 
 
