@@ -50,7 +50,7 @@ from sessiontodo_claude.mapping import (
 from sessiontodo_claude.merge import Side, merge
 from sessiontodo_claude.state import BridgeState, load_state, save_state
 from sessiontodo_claude.tasks import Task
-from sessiontodo_claude.watcher import changed_task_ids
+from sessiontodo_claude.watcher import changed_task_ids, until_made
 from sessiontodo_client import (
     Aborted,
     AddTodoWrite,
@@ -153,13 +153,15 @@ class ClaudeBridge:
         await self._client.create_session(self._session_id, labels=labels, origin=ORIGIN)
 
     async def _follow_folder(self) -> None:
+        """Every change of a task file; a folder removed is waited for (never made again here: a pass while it
+        is gone deletes nothing, and one after it came back sees what is in it)."""
         while True:
-            self._folder.ensure()  # Claude makes it on its first task; the watch needs it now
             async for _ in changed_task_ids(self._folder.path):
                 self._queue.put_nowait(_Noticed("claude"))
                 if not self._folder.path.is_dir():
                     break
-            await asyncio.sleep(0.1)
+            await until_made(self._folder.path)
+            self._queue.put_nowait(_Noticed("claude"))
 
     async def _follow_session(self) -> None:
         """The session's changes, each with its whole list; a session removed (or lost with a store that keeps
@@ -276,8 +278,8 @@ class ClaudeBridge:
                 work.pairs.setdefault(todo_id, task_id)  # not gone: read again on the next pass
 
     def _carry_deletes(self, work: _Pass, *, folder_present: bool) -> None:
-        """A pair both sides agreed on, now gone on one side, is deleted on the other: never for a vanished
-        folder or an unreadable file."""
+        """A pair both sides agreed on, now gone on one side, is deleted on the other: never for an unreadable
+        file, nor for a removed folder (its tasks are written again, into the folder made anew)."""
         for todo_id in list(work.agreed):
             in_claude, in_service = todo_id in work.pairs, todo_id in work.todos
             if in_claude and in_service:
@@ -286,12 +288,11 @@ class ClaudeBridge:
                 if work.pairs[todo_id] not in work.unreadable:
                     work.deleted_tasks.append(work.pairs.pop(todo_id))
                     del work.agreed[todo_id]
-            elif in_service:
-                if folder_present:
-                    work.writes.append(RemoveTodoWrite(session_id=self._session_id, todo_id=todo_id))
-                    del work.todos[todo_id]
-                    del work.agreed[todo_id]
-            else:
+            elif in_service and folder_present:
+                work.writes.append(RemoveTodoWrite(session_id=self._session_id, todo_id=todo_id))
+                del work.todos[todo_id]
+                del work.agreed[todo_id]
+            else:  # (a folder removed: the todo stays, and its task is written again)
                 del work.agreed[todo_id]
 
     def _make_todos(self, work: _Pass) -> None:

@@ -35,3 +35,23 @@ async def changed_task_ids(folder: Path, stop: asyncio.Event | None = None) -> A
         stop_event=stop,
     ):
         yield {task_id for task_id in (task_id_of(os.path.basename(path)) for _, path in changes) if task_id}
+
+
+def _present(folder: Path) -> bool:
+    """One stat of a local folder: too quick to hand to a thread."""
+    return folder.is_dir()
+
+
+async def until_made(folder: Path) -> None:
+    """Return once ``folder`` exists (again): its parent is followed meanwhile."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if _present(folder):
+        return
+    async for _ in watchfiles.awatch(
+        folder.parent,
+        watch_filter=lambda change, path: os.path.basename(path) == folder.name,
+        step=STEP_MS,
+        recursive=False,
+    ):
+        if _present(folder):
+            return

@@ -5,6 +5,7 @@ travel both ways, and two Claude homes share one list through one sessiontodo.""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -232,3 +233,21 @@ async def test_a_todo_made_just_before_a_crash_is_found_again_not_made_twice(
     assert [todo.id for todo in todos] == [made.todo.id]
     assert (await folder.read("1")) is not None
     assert task_files(claude.folder)["1"]["metadata"] == {"sessiontodo.todo_id": made.todo.id}
+
+
+async def test_a_removed_list_folder_deletes_no_todo_and_is_written_again(
+    tmp_path: Path, anthropic: StubAnthropic, client: TodoClient
+) -> None:
+    async with ClaudeCode(tmp_path / "home", anthropic, "parser") as claude, bridged(client, claude):
+        await claude.run(
+            ("TaskCreate", {"subject": "Write parser", "description": ""}),
+            ("TaskCreate", {"subject": "Test parser", "description": ""}),
+        )
+        await eventually(lambda: _count(client, 2))
+        shutil.rmtree(claude.folder)
+        await eventually(lambda: len(task_files(claude.folder)) == 2)
+        listed = await claude.task_list()
+        todos = await todos_of(client)
+
+    assert todos.keys() == {"Write parser", "Test parser"}
+    assert sorted(listed.splitlines()) == ["#1 [pending] Write parser", "#2 [pending] Test parser"]
