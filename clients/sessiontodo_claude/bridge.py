@@ -87,6 +87,8 @@ class _Noticed:
 
     side: Side
     todos: TodoList | None = None
+    session_created: str = ""
+    """With ``todos``: when the session they are of was created."""
     session_gone: bool = False
 
 
@@ -176,7 +178,8 @@ class ClaudeBridge:
                         break
                     if event.kind is not ChangeKind.PROGRESS:
                         listed = TodoList(todos=event.todos, revision=event.revision)
-                        self._queue.put_nowait(_Noticed("sessiontodo", listed))
+                        created = event.session.created_at if event.session is not None else None
+                        self._queue.put_nowait(_Noticed("sessiontodo", listed, created.isoformat() if created else ""))
             except NotFound:
                 pass
             except ServiceError as error:  # the client retried UNAVAILABLE already: say so, and go on trying
@@ -196,11 +199,11 @@ class ClaudeBridge:
                 noticed.append(self._queue.get_nowait())
             prefer: Side = noticed[-1].side
             for item in noticed:
-                if item.session_gone:
+                if item.session_gone or self._another_session(item.session_created):
                     self._forget_session()
-                elif item.todos is not None and (
-                    self._service is None or item.todos.revision >= self._service.revision
-                ):
+                if item.session_created:
+                    self._state.session_created = item.session_created
+                if item.todos is not None and (self._service is None or item.todos.revision >= self._service.revision):
                     self._service = item.todos
             if self._service is None or self._service.revision < self._written_revision:
                 continue  # the watch has not caught up with the bridge's own write yet: its message will come
@@ -214,6 +217,10 @@ class ClaudeBridge:
                 await asyncio.sleep(delay)
                 self._queue.put_nowait(_Noticed(prefer))
 
+    def _another_session(self, created: str) -> bool:
+        """Whether a list comes from a session made anew since the pairs were made (see ``BridgeState``)."""
+        return bool(created and self._state.session_created and created != self._state.session_created)
+
     def _forget_session(self) -> None:
         """A removed session deletes no task: every task is carried again to the session made anew."""
         self._state = BridgeState(self._session_id)
@@ -226,7 +233,10 @@ class ClaudeBridge:
                 await self.sync_once(prefer)
                 return
             except Aborted:
-                self._service = await self._client.get_todos(self._session_id)
+                current = await self._client.get_todos(self._session_id)
+                if self._service is not None and current.revision < self._service.revision:
+                    return  # a revision going back is a session made anew: the watch brings it, and its start
+                self._service = current
         log.warning("the session kept changing under %d passes; the next change brings another", RESTART_PASSES)
 
     async def sync_once(self, prefer: Side) -> None:

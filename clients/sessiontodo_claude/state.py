@@ -20,6 +20,10 @@ from sessiontodo_claude.mapping import Item
 @dataclass
 class BridgeState:
     session_id: str
+    session_created: str = ""
+    """When the session the pairs belong to was created (ISO 8601; "" unknown): a session of the same id
+    created at another time (removed and made again, a store that keeps nothing restarted) holds none
+    of them, and their todos missing from it were not deleted."""
     pairs: dict[str, str] = field(default_factory=dict)
     """todo id → task id, for every todo both sides hold."""
     agreed: dict[str, Item] = field(default_factory=dict)
@@ -38,12 +42,17 @@ def load_state(path: Path, session_id: str) -> BridgeState:
         todo_id: {key: tuple(value) if key == "blocked_by" else value for key, value in item.items()}
         for todo_id, item in document.get("agreed", {}).items()
     }
-    return BridgeState(session_id, dict(document.get("pairs", {})), agreed)
+    return BridgeState(session_id, str(document.get("session_created", "")), dict(document.get("pairs", {})), agreed)
 
 
 def save_state(path: Path, state: BridgeState) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    document = {"session_id": state.session_id, "pairs": state.pairs, "agreed": state.agreed}
+    document = {
+        "session_id": state.session_id,
+        "session_created": state.session_created,
+        "pairs": state.pairs,
+        "agreed": state.agreed,
+    }
     temporary.write_text(json.dumps(document, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(temporary, path)
