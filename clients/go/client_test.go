@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,6 +188,69 @@ func TestFeedResumesAfterTheLastCursor(t *testing.T) {
 		if revision != revisions[i]+1 {
 			t.Fatalf("revisions not one by one: %v", revisions)
 		}
+	}
+}
+
+// Of eight concurrent claimers of the first ready todo exactly one gets it; the blocked todo is
+// refused with its blocker named, and a released todo is ready again.
+func TestClaimsHaveOneWinner(t *testing.T) {
+	client, ctx := dial(t), context.Background()
+	session, err := client.CreateSession(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := []*sessiontodov1.Todo{{Id: "a", Content: "Schema"}, {Id: "b", Content: "Handlers", BlockedBy: []string{"a"}}}
+	if _, err := client.ReplaceTodos(ctx, session.SessionId, graph); err != nil {
+		t.Fatal(err)
+	}
+	ready, _, err := client.ReadyTodos(ctx, session.SessionId)
+	if err != nil || len(ready) != 1 || ready[0].Id != "a" || fmt.Sprint(ready[0].Blocks) != "[b]" {
+		t.Fatalf("ready %v, %v", ready, err)
+	}
+	claims := make(chan string, 8)
+	for worker := 0; worker < 8; worker++ {
+		go func(owner string) {
+			todo, _, err := client.ClaimTodo(ctx, session.SessionId, "", owner, time.Minute)
+			switch {
+			case err != nil:
+				claims <- err.Error()
+			case todo != nil:
+				claims <- todo.Id + " by " + todo.Owner
+			default:
+				claims <- "nothing ready"
+			}
+		}(fmt.Sprint("worker-", worker))
+	}
+	won := 0
+	for i := 0; i < 8; i++ {
+		if claim := <-claims; claim != "nothing ready" {
+			won++
+			if !strings.HasPrefix(claim, "a by worker-") {
+				t.Fatalf("claim: %s", claim)
+			}
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d winners", won)
+	}
+	_, _, err = client.ClaimTodo(ctx, session.SessionId, "b", "late", 0)
+	var blocked *sessiontodo.Error
+	if !errors.As(err, &blocked) || blocked.Reason != "TODO_BLOCKED" || blocked.Metadata["blockedBy"] != "a" {
+		t.Fatalf("claiming the blocked todo: %#v", err)
+	}
+	todos, _, err := client.GetTodos(ctx, session.SessionId)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := todos[0].Owner
+	if renewed, err := client.RenewClaim(ctx, session.SessionId, "a", owner); err != nil || renewed.LeaseExpiresAt == nil {
+		t.Fatalf("renew: %v, %v", renewed, err)
+	}
+	if released, err := client.ReleaseTodo(ctx, session.SessionId, "a", owner); err != nil || released.Owner != "" {
+		t.Fatalf("release: %v, %v", released, err)
+	}
+	if ready, _, err = client.ReadyTodos(ctx, session.SessionId); err != nil || len(ready) != 1 || ready[0].Id != "a" {
+		t.Fatalf("ready after the release: %v, %v", ready, err)
 	}
 }
 

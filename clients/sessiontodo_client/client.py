@@ -3,12 +3,13 @@
 The channel is injected (``TodoClient(channel)``) or made by ``TodoClient.connect``.
 Calls whose repetition is harmless are retried while the service is UNAVAILABLE, by the
 client's ``RetryPolicy`` (``sessiontodo_client.retry``: full jitter, attempts, a deadline);
-``add_todo`` sends a request id so that its retry can never add twice. Updates are retried with
+``add_todo`` and ``claim_todo`` send a request id (generated once per call) so that a retry can
+never add or claim twice: it returns the first call's result. Updates and ``renew_claim`` are retried with
 or without ``expected_revision``: a conditional repeat applies only while nothing was written
 since, so it never writes over a later change (the repeat of one that was applied, its reply
 lost, raises ``Aborted``).
-``replace_todos`` and ``remove_todo`` are not retried (UNAVAILABLE may come after the write
-was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
+``replace_todos``, ``remove_todo`` and ``release_todo`` are not retried (UNAVAILABLE may come after
+the write was applied): they raise ``Unavailable`` for the caller to decide. ``create_session`` generates
 the id when the caller gives none, so its retry can never create two sessions. ``watch`` and
 ``watch_changes`` reconnect on their own and resume after the last revision (cursor) they
 delivered (``sessiontodo_client.resume``), so their consumer sees every change exactly once, in
@@ -31,10 +32,12 @@ from sessiontodo.v1 import todo_service_pb2 as pb
 from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client.conversions import (
     added_todo_from_pb,
+    claim_from_pb,
     duration_to_pb,
     priority_to_pb,
     session_from_pb,
     status_to_pb,
+    todo_filter_to_pb,
     todo_from_pb,
     todo_list_from_pb,
     todo_to_pb,
@@ -45,6 +48,7 @@ from sessiontodo_client.conversions import (
 from sessiontodo_client.errors import service_error
 from sessiontodo_client.models import (
     AddedTodo,
+    Claim,
     FeedEvent,
     Session,
     SessionTodos,
@@ -244,17 +248,24 @@ class TodoClient:
             if not (token := response.next_page_token):
                 return sessions
 
-    async def get_todos(self, session_id: str) -> TodoList:
-        response = await self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
+    async def get_todos(self, session_id: str, *, ready: bool = False, owner: str | None = None) -> TodoList:
+        """The session's list at its revision; with ``ready`` only the todos free to take (pending,
+        unowned, every blocker finished), with ``owner`` only that owner's ("" only unowned ones)."""
+        request = pb.GetTodosRequest(session_id=session_id, filter=todo_filter_to_pb(ready=ready, owner=owner))
+        response = await self._call(self._stub.GetTodos, request)
         return todo_list_from_pb(response)
 
-    async def batch_get_todos(self, session_ids: Sequence[str]) -> tuple[list[SessionTodos], list[str]]:
+    async def batch_get_todos(
+        self, session_ids: Sequence[str], *, ready: bool = False, owner: str | None = None
+    ) -> tuple[list[SessionTodos], list[str]]:
         """The lists of the sessions that exist, in request order, and the ids that name none (asking
-        again for those a response had no room for)."""
+        again for those a response had no room for); ``ready`` and ``owner`` select todos as ``get_todos``'s."""
         found: list[SessionTodos] = []
         missing: list[str] = []
+        todo_filter = todo_filter_to_pb(ready=ready, owner=owner)
         while True:
-            response = await self._call(self._stub.BatchGetTodos, pb.BatchGetTodosRequest(session_ids=session_ids))
+            request = pb.BatchGetTodosRequest(session_ids=session_ids, filter=todo_filter)
+            response = await self._call(self._stub.BatchGetTodos, request)
             found += [
                 SessionTodos(session=session_from_pb(entry.session), todos=[todo_from_pb(t) for t in entry.todos])
                 for entry in response.sessions
@@ -323,9 +334,16 @@ class TodoClient:
         priority: TodoPriority | None = None,
         metadata: Mapping[str, str] | None = None,
         remove_metadata: Iterable[str] = (),
+        description: str | None = None,
+        active_form: str | None = None,
+        owner: str | None = None,
+        add_blocked_by: Iterable[str] = (),
+        remove_blocked_by: Iterable[str] = (),
         expected_revision: int | None = None,
         origin: str = "",
     ) -> UpdatedTodo:
+        """Change what is given of one todo; ``owner=""`` clears the owner, ``add_blocked_by`` /
+        ``remove_blocked_by`` link it to (unlink it from) todos of the same list it waits for."""
         request = pb.UpdateTodoRequest(
             session_id=session_id,
             todo_id=todo_id,
@@ -334,10 +352,82 @@ class TodoClient:
             priority=priority_to_pb(priority),
             metadata=metadata,
             remove_metadata_keys=list(remove_metadata),
+            description=description,
+            active_form=active_form,
+            owner=owner,
+            add_blocked_by=list(add_blocked_by),
+            remove_blocked_by=list(remove_blocked_by),
             expected_revision=expected_revision,
             origin=origin,
         )
         response = await self._call(self._stub.UpdateTodo, request)
+        return updated_todo_from_pb(response)
+
+    async def claim_todo(
+        self,
+        session_id: str,
+        owner: str,
+        todo_id: str = "",
+        *,
+        lease: float | None = None,
+        expected_revision: int | None = None,
+        request_id: str | None = None,
+        origin: str = "",
+    ) -> Claim:
+        """Give ``todo_id`` — or, without it, the first ready todo — to ``owner``, in progress, atomically.
+
+        Nothing ready is an answer (``Claim.nothing_ready``); a named todo that cannot be taken raises
+        ``ClaimRefused`` saying why (taken by whom, blocked by which, not pending). With ``lease``
+        (seconds) the claim lapses unless renewed in time (``renew_claim``). Retried while UNAVAILABLE
+        under one request id (generated once unless given), so a retry returns the first claim and
+        never claims a second todo.
+        """
+        request = pb.ClaimTodoRequest(
+            session_id=session_id,
+            todo_id=todo_id,
+            owner=owner,
+            lease_duration=duration_to_pb(lease),
+            expected_revision=expected_revision,
+            request_id=request_id or uuid.uuid4().hex,
+            origin=origin,
+        )
+        response = await self._call(self._stub.ClaimTodo, request)
+        return claim_from_pb(response)
+
+    async def renew_claim(
+        self,
+        session_id: str,
+        todo_id: str,
+        owner: str,
+        *,
+        lease: float | None = None,
+        expected_revision: int | None = None,
+        origin: str = "",
+    ) -> Claim:
+        """Push the claim's lease back (by ``lease`` seconds from now, else its own duration); raises
+        ``ClaimRefused`` (``CLAIM_NOT_HELD``) once the claim is not ``owner``'s, a lapsed lease among
+        the reasons. Retried while UNAVAILABLE: renewing again only renews again."""
+        request = pb.RenewClaimRequest(
+            session_id=session_id,
+            todo_id=todo_id,
+            owner=owner,
+            lease_duration=duration_to_pb(lease),
+            expected_revision=expected_revision,
+            origin=origin,
+        )
+        response = await self._call(self._stub.RenewClaim, request)
+        return claim_from_pb(response)
+
+    async def release_todo(
+        self, session_id: str, todo_id: str, owner: str, *, expected_revision: int | None = None, origin: str = ""
+    ) -> UpdatedTodo:
+        """Give a claimed todo back (pending, unowned, no lease); raises ``ClaimRefused``
+        (``CLAIM_NOT_HELD``) when ``owner`` does not hold it. Complete a todo with ``update_todo``."""
+        request = pb.ReleaseTodoRequest(
+            session_id=session_id, todo_id=todo_id, owner=owner, expected_revision=expected_revision, origin=origin
+        )
+        # Not retried: the repeat of a release that happened would be refused (CLAIM_NOT_HELD).
+        response = await self._call(self._stub.ReleaseTodo, request, retry=False)
         return updated_todo_from_pb(response)
 
     async def remove_todo(

@@ -17,11 +17,15 @@ from sessiontodo_client.models import (
     AddedTodo,
     AddTodoWrite,
     ChangeKind,
+    Claim,
+    ClaimTodoWrite,
     CreateSessionWrite,
     FeedEvent,
+    ReleaseTodoWrite,
     RemovalReason,
     RemoveSessionWrite,
     RemoveTodoWrite,
+    RenewClaimWrite,
     ReplaceTodosWrite,
     Session,
     Todo,
@@ -45,7 +49,8 @@ _REASON_FROM_PB = {pb.RemovalReason.Value(f"REMOVAL_REASON_{reason.name}"): reas
 
 
 def todo_to_pb(todo: Todo) -> pb.Todo:
-    """The wire todo; a status or priority read as a number (a newer server's) goes back as that number."""
+    """The wire todo; a status or priority read as a number (a newer server's) goes back as that number.
+    What the server derives (``blocks``, the lease) is not sent."""
     status, priority = todo.status, todo.priority
     return pb.Todo(
         id=todo.id,
@@ -55,6 +60,10 @@ def todo_to_pb(todo: Todo) -> pb.Todo:
             PRIORITY_TO_PB[priority] if isinstance(priority, TodoPriority) else pb.TodoPriority.ValueType(priority)
         ),
         metadata=todo.metadata,
+        description=todo.description,
+        active_form=todo.active_form,
+        owner=todo.owner,
+        blocked_by=todo.blocked_by,
     )
 
 
@@ -66,7 +75,28 @@ def todo_from_pb(todo: pb.Todo) -> Todo:
         status=_STATUS_FROM_PB.get(todo.status, todo.status),
         priority=_PRIORITY_FROM_PB.get(todo.priority, todo.priority),
         metadata=dict(todo.metadata),
+        description=todo.description,
+        active_form=todo.active_form,
+        owner=todo.owner,
+        blocked_by=list(todo.blocked_by),
+        blocks=list(todo.blocks),
+        lease_expires_at=time_from_pb(todo.lease_expires_at),
+        lease_duration=todo.lease_duration.ToNanoseconds() / 1e9 if todo.HasField("lease_duration") else None,
     )
+
+
+def todo_filter_to_pb(*, ready: bool, owner: str | None) -> pb.TodoFilter | None:
+    """A read's filter (only ready todos, only ``owner``'s; "" only unowned ones), or None for the whole list."""
+    if not ready and owner is None:
+        return None
+    return pb.TodoFilter(ready=ready, owner=owner)
+
+
+def claim_from_pb(response: pb.ClaimTodoResponse | pb.RenewClaimResponse) -> Claim:
+    """A claim's answer; a renewal always changed its lease."""
+    changed = response.changed if isinstance(response, pb.ClaimTodoResponse) else True
+    todo = todo_from_pb(response.todo) if response.HasField("todo") else None
+    return Claim(todo=todo, revision=response.revision, changed=changed)
 
 
 def todo_list_from_pb(response: pb.GetTodosResponse | pb.ReplaceTodosResponse) -> TodoList:
@@ -78,8 +108,10 @@ def added_todo_from_pb(response: pb.AddTodoResponse) -> AddedTodo:
     return AddedTodo(todo=todo_from_pb(response.todo), index=response.index, revision=response.revision)
 
 
-def updated_todo_from_pb(response: pb.UpdateTodoResponse) -> UpdatedTodo:
-    return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=response.changed)
+def updated_todo_from_pb(response: pb.UpdateTodoResponse | pb.ReleaseTodoResponse) -> UpdatedTodo:
+    """An update's answer; a release always changed the todo."""
+    changed = response.changed if isinstance(response, pb.UpdateTodoResponse) else True
+    return UpdatedTodo(todo=todo_from_pb(response.todo), revision=response.revision, changed=changed)
 
 
 def status_to_pb(status: TodoStatus | None) -> pb.TodoStatus.ValueType:
@@ -178,6 +210,11 @@ def write_to_pb(write: Write) -> pb.Write:
                     priority=priority_to_pb(write.priority),
                     metadata=write.metadata,
                     remove_metadata_keys=write.remove_metadata,
+                    description=write.description,
+                    active_form=write.active_form,
+                    owner=write.owner,
+                    add_blocked_by=write.add_blocked_by,
+                    remove_blocked_by=write.remove_blocked_by,
                     expected_revision=write.expected_revision,
                 )
             )
@@ -185,6 +222,35 @@ def write_to_pb(write: Write) -> pb.Write:
             return pb.Write(
                 remove_todo=pb.RemoveTodoRequest(
                     session_id=write.session_id, todo_id=write.todo_id, expected_revision=write.expected_revision
+                )
+            )
+        case ClaimTodoWrite():
+            return pb.Write(
+                claim_todo=pb.ClaimTodoRequest(
+                    session_id=write.session_id,
+                    todo_id=write.todo_id,
+                    owner=write.owner,
+                    lease_duration=duration_to_pb(write.lease),
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case RenewClaimWrite():
+            return pb.Write(
+                renew_claim=pb.RenewClaimRequest(
+                    session_id=write.session_id,
+                    todo_id=write.todo_id,
+                    owner=write.owner,
+                    lease_duration=duration_to_pb(write.lease),
+                    expected_revision=write.expected_revision,
+                )
+            )
+        case ReleaseTodoWrite():
+            return pb.Write(
+                release_todo=pb.ReleaseTodoRequest(
+                    session_id=write.session_id,
+                    todo_id=write.todo_id,
+                    owner=write.owner,
+                    expected_revision=write.expected_revision,
                 )
             )
         case CreateSessionWrite():

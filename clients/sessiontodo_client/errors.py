@@ -91,6 +91,29 @@ class FailedPrecondition(ServiceError):
     """The system is not in a state for this call; retrying will not help until it is."""
 
 
+class ClaimRefused(FailedPrecondition):
+    """A claim, renewal or release that the todo's state refuses; ``reason`` says why: ``TODO_TAKEN``
+    (``owner`` has it), ``TODO_BLOCKED`` (``blocked_by``: its unfinished blockers), ``TODO_NOT_PENDING``
+    (it is ``status``), or ``CLAIM_NOT_HELD`` (a renewal or release by someone who does not hold it:
+    ``owner`` does, it is ``status``; a lapsed lease ends this way)."""
+
+    @property
+    def owner(self) -> str:
+        return self.metadata.get("owner", "")
+
+    @property
+    def blocked_by(self) -> list[str]:
+        return [todo_id for todo_id in self.metadata.get("blockedBy", "").split(",") if todo_id]
+
+    @property
+    def status(self) -> str:
+        return self.metadata.get("status", "")
+
+
+CLAIM_REFUSALS = frozenset({"TODO_TAKEN", "TODO_BLOCKED", "TODO_NOT_PENDING", "CLAIM_NOT_HELD"})
+"""The ErrorInfo reasons of FAILED_PRECONDITION that ``ClaimRefused`` stands for."""
+
+
 class Aborted(ServiceError):
     """The expected revision did not match: re-read, then retry the read-modify-write."""
 
@@ -180,7 +203,10 @@ def service_error(error: grpc.RpcError) -> ServiceError:
     bad_request = _first(details, error_details_pb2.BadRequest)
     quota = _first(details, error_details_pb2.QuotaFailure)
     retry = _first(details, error_details_pb2.RetryInfo)
-    return ERROR_CLASSES.get(code, ServiceError)(
+    kind = ERROR_CLASSES.get(code, ServiceError)
+    if kind is FailedPrecondition and info is not None and info.reason in CLAIM_REFUSALS:
+        kind = ClaimRefused
+    return kind(
         code,
         error.details() or "",
         violations=[(v.field, v.description) for v in bad_request.field_violations] if bad_request else (),

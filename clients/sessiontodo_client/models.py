@@ -63,6 +63,20 @@ class Todo(BaseModel):
     priority: TodoPriority | UnknownNumber = TodoPriority.MEDIUM
     metadata: dict[str, str] = {}
     """Free-form entries stored and returned untouched."""
+    description: str = ""
+    """The long text of what is to be done; ``content`` stays the short subject."""
+    active_form: str = ""
+    """What is shown while it is in progress, in the present tense ("Writing the parser")."""
+    owner: str = ""
+    """Who works on it (an agent, a session, a person); empty: nobody."""
+    blocked_by: list[str] = []
+    """Ids of todos of the same list that must be completed before this one is ready."""
+    blocks: list[str] = []
+    """The todos whose ``blocked_by`` names this one: derived by the server, ignored on writes."""
+    lease_expires_at: datetime | None = None
+    """When the owner's claim lapses unless renewed; None without a lease. Ignored on writes."""
+    lease_duration: float | None = None
+    """Seconds a lease runs from each renewal; None without a lease. Ignored on writes."""
 
 
 class Session(BaseModel):
@@ -113,6 +127,22 @@ class UpdatedTodo(BaseModel):
     changed: bool
 
 
+class Claim(BaseModel):
+    """What ``claim_todo`` (or ``renew_claim``) got: the todo, now the owner's and in progress."""
+
+    model_config = ConfigDict(frozen=True)
+
+    todo: Todo | None
+    """None when no todo was named and none is ready: "nothing ready" is an answer, not an error."""
+    revision: int
+    changed: bool
+    """False for nothing ready, a todo that already was the owner's (no new lease), and a retried request."""
+
+    @property
+    def nothing_ready(self) -> bool:
+        return self.todo is None
+
+
 class ReplaceTodosWrite(BaseModel):
     """A batch's write: replace a session's list (as ``replace_todos``)."""
 
@@ -146,6 +176,12 @@ class UpdateTodoWrite(BaseModel):
     priority: TodoPriority | None = None
     metadata: dict[str, str] = {}
     remove_metadata: list[str] = []
+    description: str | None = None
+    active_form: str | None = None
+    owner: str | None = None
+    """The new owner; "" clears it."""
+    add_blocked_by: list[str] = []
+    remove_blocked_by: list[str] = []
     expected_revision: int | None = None
 
 
@@ -156,6 +192,41 @@ class RemoveTodoWrite(BaseModel):
 
     session_id: str
     todo_id: str
+    expected_revision: int | None = None
+
+
+class ClaimTodoWrite(BaseModel):
+    """A batch's write: claim a todo, or the first ready one (as ``claim_todo``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    owner: str
+    todo_id: str = ""
+    lease: float | None = None
+    expected_revision: int | None = None
+
+
+class RenewClaimWrite(BaseModel):
+    """A batch's write: renew a claim's lease (as ``renew_claim``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    todo_id: str
+    owner: str
+    lease: float | None = None
+    expected_revision: int | None = None
+
+
+class ReleaseTodoWrite(BaseModel):
+    """A batch's write: give a claimed todo back (as ``release_todo``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    todo_id: str
+    owner: str
     expected_revision: int | None = None
 
 
@@ -195,6 +266,9 @@ Write = (
     | AddTodoWrite
     | UpdateTodoWrite
     | RemoveTodoWrite
+    | ClaimTodoWrite
+    | RenewClaimWrite
+    | ReleaseTodoWrite
     | CreateSessionWrite
     | UpdateSessionWrite
     | RemoveSessionWrite
@@ -211,7 +285,7 @@ class WriteResult(BaseModel):
     """The session's revision after it (a removal: its SESSION_REMOVED's; 0 when nothing was removed)."""
     changed: bool
     todo: Todo | None = None
-    """Added and updated todos, as stored."""
+    """Added, updated, claimed, renewed and released todos, as stored (None: a claim found nothing ready)."""
     index: int = 0
     """An added todo's position."""
     todo_ids: list[str] = []

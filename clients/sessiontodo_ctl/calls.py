@@ -21,6 +21,7 @@ from sessiontodo.v1 import todo_service_pb2_grpc as pb_grpc
 from sessiontodo_client import (
     AddedTodo,
     ChannelSecurity,
+    Claim,
     FeedEvent,
     RetryPolicy,
     Session,
@@ -35,9 +36,12 @@ from sessiontodo_client import (
 from sessiontodo_client.client import SERVICE_NAME
 from sessiontodo_client.conversions import (
     added_todo_from_pb,
+    claim_from_pb,
+    duration_to_pb,
     priority_to_pb,
     session_from_pb,
     status_to_pb,
+    todo_filter_to_pb,
     todo_list_from_pb,
     todo_to_pb,
     updated_todo_from_pb,
@@ -134,9 +138,10 @@ class TodoCalls:
             if not (token := response.next_page_token):
                 return sessions
 
-    def get_todos(self, session_id: str) -> TodoList:
-        response = self._call(self._stub.GetTodos, pb.GetTodosRequest(session_id=session_id))
-        return todo_list_from_pb(response)
+    def get_todos(self, session_id: str, *, ready: bool = False) -> TodoList:
+        """The list; with ``ready`` only the todos free to take (pending, unowned, every blocker finished)."""
+        request = pb.GetTodosRequest(session_id=session_id, filter=todo_filter_to_pb(ready=ready, owner=None))
+        return todo_list_from_pb(self._call(self._stub.GetTodos, request))
 
     def create_session(
         self, session_id: str, parent_id: str, labels: Mapping[str, str] | None = None
@@ -178,20 +183,47 @@ class TodoCalls:
         content: str | None = None,
         status: TodoStatus | None = None,
         priority: TodoPriority | None = None,
+        add_blocked_by: Sequence[str] = (),
+        remove_blocked_by: Sequence[str] = (),
         expected_revision: int | None = None,
     ) -> UpdatedTodo:
-        """Change what is given of one todo (content, status, priority); the rest stays."""
+        """Change what is given of one todo (content, status, priority, blockers); the rest stays."""
         request = pb.UpdateTodoRequest(
             session_id=session_id,
             todo_id=todo_id,
             content=content,
             status=status_to_pb(status),
             priority=priority_to_pb(priority),
+            add_blocked_by=add_blocked_by,
+            remove_blocked_by=remove_blocked_by,
             expected_revision=expected_revision,
             origin=ORIGIN,
         )
         response = self._call(self._stub.UpdateTodo, request)
         return updated_todo_from_pb(response)
+
+    def claim_todo(self, session_id: str, owner: str, todo_id: str = "", *, lease: float | None = None) -> Claim:
+        """Give ``todo_id``, or the first ready todo, to ``owner`` (in progress); one request id, as the typed
+        client's, so that a repeat of this call never claims a second todo."""
+        request = pb.ClaimTodoRequest(
+            session_id=session_id,
+            todo_id=todo_id,
+            owner=owner,
+            lease_duration=duration_to_pb(lease),
+            request_id=uuid.uuid4().hex,
+            origin=ORIGIN,
+        )
+        return claim_from_pb(self._call(self._stub.ClaimTodo, request))
+
+    def renew_claim(self, session_id: str, todo_id: str, owner: str, *, lease: float | None = None) -> Claim:
+        request = pb.RenewClaimRequest(
+            session_id=session_id, todo_id=todo_id, owner=owner, lease_duration=duration_to_pb(lease), origin=ORIGIN
+        )
+        return claim_from_pb(self._call(self._stub.RenewClaim, request))
+
+    def release_todo(self, session_id: str, todo_id: str, owner: str) -> UpdatedTodo:
+        request = pb.ReleaseTodoRequest(session_id=session_id, todo_id=todo_id, owner=owner, origin=ORIGIN)
+        return updated_todo_from_pb(self._call(self._stub.ReleaseTodo, request))
 
     def remove_todo(self, session_id: str, todo_id: str, *, expected_revision: int | None = None) -> int:
         """Remove one todo; returns the list's new revision."""

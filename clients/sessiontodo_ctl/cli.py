@@ -363,10 +363,22 @@ def _list_table(state: State, session: str, todos: TodoList) -> Any:
 @app.command(epilog=f"Example: {PROG} get demo")
 @_reports_errors()
 def get(ctx: typer.Context, session: SessionArgument, output: OutputOption = None) -> None:
-    """A session's todos (with their positions) and revision."""
+    """A session's todos (with their positions, owners and unfinished blockers) and revision."""
     state = _with_output(ctx, output)
     todos = state.calls.get_todos(session)
     state.show(_list_table(state, session, todos), todos)
+
+
+@app.command(epilog=f"Example: {PROG} ready demo")
+@_reports_errors()
+def ready(ctx: typer.Context, session: SessionArgument, output: OutputOption = None) -> None:
+    """The todos free to take: pending, unowned, every blocker completed or cancelled."""
+    state = _with_output(ctx, output)
+    whole = state.calls.get_todos(session)
+    free = state.calls.get_todos(session, ready=True)
+    caption = f"revision {free.revision}, {len(free.todos)} ready of {len(whole.todos)}"
+    shown = render.todos_table(free.todos, plain=state.plain, title=session, caption=caption, whole=whole.todos)
+    state.show(shown, free)
 
 
 @app.command(epilog=f"Example: {PROG} create demo --label project=web")
@@ -433,7 +445,7 @@ def replace(
     state.show(_list_table(state, session, todos), todos)
 
 
-@app.command(epilog=f"Example: {PROG} add demo 'Write the parser' --priority high")
+@app.command(epilog=f"Example: {PROG} add demo 'Write the tests' --blocked-by 0")
 @_reports_errors(write=True)
 def add(
     ctx: typer.Context,
@@ -444,12 +456,27 @@ def add(
         TodoStatus.PENDING
     ),
     index: Annotated[int | None, typer.Option(metavar="N", help="Insert at this position (default: append).")] = None,
+    description: Annotated[str, typer.Option(metavar="TEXT", help="The details of the work.")] = "",
+    blocked_by: Annotated[
+        list[str],
+        typer.Option(metavar="TODO", help="A todo that must be finished first (id, prefix or position); repeat."),
+    ] = [],  # noqa: B006
     output: OutputOption = None,
 ) -> None:
     """Add one todo."""
     state = _with_output(ctx, output)
-    added = state.calls.add_todo(session, Todo(content=content, priority=priority, status=status), index)
+    blockers = _blockers(state, session, blocked_by)
+    todo = Todo(content=content, priority=priority, status=status, description=description, blocked_by=blockers)
+    added = state.calls.add_todo(session, todo, index)
     state.show(f"added {added.todo.id} at {added.index}, revision {added.revision}", added)
+
+
+def _blockers(state: State, session: str, references: Sequence[str]) -> list[str]:
+    """The ids that ``references`` (ids, prefixes or positions) name in the session's list."""
+    if not references:
+        return []
+    todos = state.calls.get_todos(session)
+    return [find_todo(todos, reference, session).todo.id for reference in references]
 
 
 @dataclass(frozen=True)
@@ -586,6 +613,123 @@ def move(
     reordered = [*others[:position], found.todo, *others[position:]]
     todos = state.calls.replace_todos(session, reordered, found.todos.revision)
     state.show(_list_table(state, session, todos), todos)
+
+
+OwnerOption = Annotated[
+    str, typer.Option("--owner", metavar="NAME", help="Who works on it: an agent, a session or a person.")
+]
+
+
+@app.command(epilog=f"Example: {PROG} claim demo --owner worker-1 --lease 60")
+@_reports_errors(write=True)
+def claim(
+    ctx: typer.Context,
+    session: SessionArgument,
+    owner: OwnerOption,
+    todo: Annotated[
+        str | None, typer.Argument(metavar="[TODO]", help="The todo to take; default: the first ready one.")
+    ] = None,
+    lease: Annotated[
+        float | None, typer.Option(metavar="SECONDS", help="The claim lapses unless renewed within this time.")
+    ] = None,
+    output: OutputOption = None,
+) -> None:
+    """Take a todo (in progress, yours) atomically: of several claimers, exactly one gets it. Refused, with
+    the reason, when it is taken, blocked or not pending; "nothing ready" is an answer (exit status 0)."""
+    state = _with_output(ctx, output)
+    todo_id = _find(state, session, todo).todo.id if todo is not None else ""
+    got = state.calls.claim_todo(session, owner, todo_id, lease=lease)
+    if got.todo is None:
+        message = f"nothing ready in {session}, revision {got.revision}"
+    else:
+        lapses = f", lease {got.todo.lease_duration:g}s" if got.todo.lease_duration is not None else ""
+        verb = "claimed" if got.changed else "already held"
+        message = f"{verb} {got.todo.id} for {owner}{lapses}, revision {got.revision}"
+    state.show(message, got)
+
+
+@app.command(epilog=f"Example: {PROG} renew demo 0 --owner worker-1")
+@_reports_errors(write=True)
+def renew(
+    ctx: typer.Context,
+    session: SessionArgument,
+    todo: TodoArgument,
+    owner: OwnerOption,
+    lease: Annotated[
+        float | None, typer.Option(metavar="SECONDS", help="The new lease from now (default: the claim's own).")
+    ] = None,
+    output: OutputOption = None,
+) -> None:
+    """Push a claim's lease back (refused once the claim is not the owner's, e.g. after it lapsed)."""
+    state = _with_output(ctx, output)
+    found = _find(state, session, todo)
+    renewed = state.calls.renew_claim(session, found.todo.id, owner, lease=lease)
+    expires = renewed.todo.lease_expires_at if renewed.todo is not None else None
+    until = f" until {expires.isoformat(timespec='seconds')}" if expires is not None else ""
+    state.show(f"renewed {found.todo.id}{until}, revision {renewed.revision}", renewed)
+
+
+@app.command(epilog=f"Example: {PROG} release demo 0 --owner worker-1")
+@_reports_errors(write=True)
+def release(
+    ctx: typer.Context,
+    session: SessionArgument,
+    todo: TodoArgument,
+    owner: OwnerOption,
+    output: OutputOption = None,
+) -> None:
+    """Give a claimed todo back: pending and unowned again, ready for others once unblocked."""
+    state = _with_output(ctx, output)
+    found = _find(state, session, todo)
+    released = state.calls.release_todo(session, found.todo.id, owner)
+    state.show(f"released {found.todo.id}, revision {released.revision}", released)
+
+
+OnOption = Annotated[
+    list[str], typer.Option("--on", metavar="TODO", help="The todo it waits for (id, prefix or position); repeat.")
+]
+
+
+@app.command(epilog=f"Example: {PROG} block demo 2 --on 0   # todo 2 waits until todo 0 is finished")
+@_reports_errors(write=True)
+def block(
+    ctx: typer.Context, session: SessionArgument, todo: TodoArgument, on: OnOption, output: OutputOption = None
+) -> None:
+    """Make a todo wait for others: it is not ready until they are completed (or cancelled)."""
+    _link(ctx, session, todo, on, output, add=True)
+
+
+@app.command(epilog=f"Example: {PROG} unblock demo 2 --on 0")
+@_reports_errors(write=True)
+def unblock(
+    ctx: typer.Context, session: SessionArgument, todo: TodoArgument, on: OnOption, output: OutputOption = None
+) -> None:
+    """Stop a todo waiting for others."""
+    _link(ctx, session, todo, on, output, add=False)
+
+
+def _link(
+    ctx: typer.Context, session: str, reference: str, on: Sequence[str], output: Output | None, *, add: bool
+) -> None:
+    if not on:
+        raise typer.BadParameter("give the todo it waits for: --on TODO", param_hint="--on")
+    state = _with_output(ctx, output)
+    found = _find(state, session, reference)
+    others = [find_todo(found.todos, other, session).todo.id for other in on]
+    updated = state.calls.update_todo(
+        session,
+        found.todo.id,
+        add_blocked_by=others if add else (),
+        remove_blocked_by=() if add else others,
+        expected_revision=found.expected_revision,
+    )
+    waits = ", ".join(updated.todo.blocked_by) or "nothing"
+    message = (
+        f"{found.todo.id} waits for {waits}, revision {updated.revision}"
+        if updated.changed
+        else (f"{found.todo.id} unchanged")
+    )
+    state.show(message, updated)
 
 
 def _events_until_interrupted(events: Iterator[Any]) -> Iterator[Any]:

@@ -83,14 +83,36 @@ def table(*columns: str, plain: bool, title: str | None = None, caption: str | N
     return made
 
 
-def todos_table(todos: Sequence[Todo], *, plain: bool, title: str | None = None, caption: str | None = None) -> Table:
-    """A list with each todo's position (what ``done``, ``start``… accept, as well as an id prefix)."""
-    shown = table("#", "", "ID", "PRIORITY", "CONTENT", plain=plain, title=title, caption=caption)
-    for position, todo in enumerate(todos):
+def todos_table(
+    todos: Sequence[Todo],
+    *,
+    plain: bool,
+    title: str | None = None,
+    caption: str | None = None,
+    whole: Sequence[Todo] | None = None,
+) -> Table:
+    """A list with each todo's position (what ``done``, ``start``… accept, as well as an id prefix). When a
+    todo has an owner or blockers, OWNER and BLOCKED BY columns show them (the blockers not finished yet,
+    by position). ``whole``: the list ``todos`` were selected from (positions and blockers are its)."""
+    whole = todos if whole is None else whole
+    positions = {todo.id: position for position, todo in enumerate(whole)}
+    graph = any(todo.owner or todo.blocked_by for todo in whole)
+    columns = ("#", "", "ID", "PRIORITY", *(("OWNER", "BLOCKED BY") if graph else ()), "CONTENT")
+    shown = table(*columns, plain=plain, title=title, caption=caption)
+    for todo in todos:
         mark, style = _MARKS[todo.status] if isinstance(todo.status, TodoStatus) else _UNKNOWN_MARK
         priority = todo.priority.value if isinstance(todo.priority, TodoPriority) else str(todo.priority)
-        shown.add_row(str(position), Text(mark, style), Text(todo.id, "cyan"), priority, Text(todo.content, style))
+        extra = (todo.owner, waiting_for(todo, whole, positions)) if graph else ()
+        position = str(positions.get(todo.id, ""))
+        shown.add_row(position, Text(mark, style), Text(todo.id, "cyan"), priority, *extra, Text(todo.content, style))
     return shown
+
+
+def waiting_for(todo: Todo, todos: Sequence[Todo], positions: Mapping[str, int]) -> str:
+    """The blockers of ``todo`` not finished yet (completed and cancelled ones hold nothing back), by position."""
+    finished = {other.id for other in todos if other.status in (TodoStatus.COMPLETED, TodoStatus.CANCELLED)}
+    waiting = [blocker for blocker in todo.blocked_by if blocker not in finished]
+    return ",".join(f"#{positions[blocker]}" if blocker in positions else blocker for blocker in waiting)
 
 
 def labels_text(labels: Mapping[str, str]) -> str:

@@ -27,6 +27,8 @@ from pydantic import AnyUrl
 from starlette.requests import Request
 
 from sessiontodo_client import InvalidArgument, NotFound, ServiceError, TodoClient
+from sessiontodo_client.plans import keeping_graph, replace_plan
+from sessiontodo_mcp.tasks import TASK_TOOLS, TaskTools
 from sessiontodo_mcp.tools import (
     ORIGIN,
     TODO_READ,
@@ -59,7 +61,9 @@ RESOURCE_NOT_FOUND = -32002
 INSTRUCTIONS = (
     "This server keeps your todo list (your plan) for this session in sessiontodo, where people and other "
     "agents can see it. Plan work of several steps with todo_write, keep it current as you go (one todo "
-    "in_progress at a time, completed as soon as done), and read it back with todo_read."
+    "in_progress at a time, completed as soon as done), and read it back with todo_read. When several agents "
+    "share the list, use the task tools: task_create with blocked_by for work that waits on other work, "
+    "task_list (ready: true) to find free work, task_claim to take it, task_update to complete it."
 )
 
 Context = RequestContext[ServerSession, "McpSession", Any]
@@ -99,9 +103,15 @@ class McpSession:
 
     async def call_tool(self, context: Context, name: str, arguments: dict[str, Any]) -> Any:
         """The tool's result, or a tool error (``isError``) saying why it failed; never an exception."""
+        if (task_tool := TASK_TOOLS.get(name)) is not None:
+            try:
+                session_id = await self.session_id(context)
+            except ServiceError as error:
+                return error_result(failure_text(error))
+            return await TaskTools(self._client, session_id).call(task_tool, arguments)
         tool = TOOLS.get(name)
         if tool is None:
-            return error_result(f"not found: no tool {name!r}; the tools are {', '.join(TOOLS)}")
+            return error_result(f"not found: no tool {name!r}; the tools are {', '.join([*TOOLS, *TASK_TOOLS])}")
         try:
             check_arguments(tool, arguments)
             session_id = await self.session_id(context)
@@ -109,7 +119,14 @@ class McpSession:
             if tool is TODO_READ:
                 return list_json(session_id, await self._client.get_todos(session_id))
             if tool is TODO_WRITE:
-                stored = await self._client.replace_todos(session_id, todos_from(arguments), expected, origin=ORIGIN)
+                todos = todos_from(arguments)  # owners and dependencies of the todos they continue are kept
+                _, stored = await replace_plan(
+                    self._client,
+                    session_id,
+                    lambda current: keeping_graph(todos, current),
+                    expected_revision=expected,
+                    origin=ORIGIN,
+                )
                 return list_json(session_id, stored)
             changes = changes_from(arguments)
             updated = await self._client.update_todo(
@@ -236,7 +253,7 @@ def build_server(
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
-        return list(TOOLS.values())
+        return [*TOOLS.values(), *TASK_TOOLS.values()]
 
     @server.call_tool(validate_input=False)  # checked by McpSession.call_tool, naming the field at fault
     async def call_tool(name: str, arguments: dict[str, Any]) -> Any:

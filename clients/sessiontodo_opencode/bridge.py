@@ -24,6 +24,7 @@ import grpc
 from sessiontodo_client import ChangeKind, FeedEvent, NotFound, ServiceError, TodoClient, __version__
 from sessiontodo_client import Session as ServiceSession
 from sessiontodo_client import Todo as ServiceTodo
+from sessiontodo_client.plans import replace_plan
 from sessiontodo_opencode.fanout import FanOut, Subscription
 from sessiontodo_opencode.models import (
     BusEvent,
@@ -44,9 +45,9 @@ from sessiontodo_opencode.translate import (
     PROJECT,
     TITLE,
     milliseconds,
+    plan_to_service,
     run_labels,
     session_info,
-    todo_to_service,
     todo_updated,
     todos_from_service,
 )
@@ -247,14 +248,15 @@ class TodoBridge:
         """Replace the session's whole list (OpenCode's ``todowrite``); returns it as stored.
 
         Like upstream, a ``todo.updated`` follows every write, also one that changed nothing.
+        OpenCode's todos have no owners or dependencies: each keeps those of the stored todo it
+        continues (same id, else same content; ``sessiontodo_client.plans``), and its id.
         Raises ``InvalidArgument`` (nothing changed) or ``NotFound``.
         """
-        current = await self._client.get_todos(self._opencode_id(session_id))
-        stored = {todo.id: todo for todo in current.todos}
-        replacement = [todo_to_service(todo, stored.get(todo.id)) for todo in todos]
-        written = await self._client.replace_todos(session_id, replacement, origin=ORIGIN)
+        read_at, written = await replace_plan(
+            self._client, self._opencode_id(session_id), lambda stored: plan_to_service(todos, stored), origin=ORIGIN
+        )
         await self._delivered(session_id, written.revision)  # a session created a moment ago is known then
-        if written.revision == current.revision and (session := self._sessions.get(session_id)) is not None:
+        if written.revision == read_at and (session := self._sessions.get(session_id)) is not None:
             self._publish(self._todos_event(session, written.todos))
         return todos_from_service(written.todos)
 

@@ -53,6 +53,7 @@ from sessiontodo_client import (
     WriteResult,
 )
 from sessiontodo_client import Session as ServiceSession
+from sessiontodo_client.plans import replace_plan
 from sessiontodo_opencode.batches import BatchWriter
 from sessiontodo_opencode.models import Session, Todo
 from sessiontodo_opencode.translate import (
@@ -60,6 +61,7 @@ from sessiontodo_opencode.translate import (
     PROJECT,
     SLUG,
     TITLE,
+    plan_to_service,
     run_labels,
     todo_to_service,
     todos_from_service,
@@ -300,11 +302,14 @@ class OpenCodeImporter:
             await self._mirror_session(Session.model_validate_json(response.content))
 
     async def _write(self, session_id: str, todos: list[Todo]) -> None:
-        """Replace the session's list, unless sessiontodo holds that list already."""
+        """Replace the session's list, unless sessiontodo holds that list already; each todo keeps the owner
+        and dependencies of the one it continues (``sessiontodo_client.plans``)."""
         held = self._held.get(session_id)
         if held is not None and held.key == _key(todos):
             return
-        written = await self._client.replace_todos(session_id, [todo_to_service(todo) for todo in todos], origin=ORIGIN)
+        _, written = await replace_plan(
+            self._client, session_id, lambda stored: plan_to_service(todos, stored), origin=ORIGIN
+        )
         self._hold(session_id, todos_from_service(written.todos), written.revision)
 
     # Resync

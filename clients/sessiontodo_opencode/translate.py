@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import sessiontodo_client as service
+from sessiontodo_client.plans import match_todos, with_graph
 from sessiontodo_opencode.models import (
     KNOWN_PRIORITIES,
     KNOWN_STATUSES,
@@ -93,6 +94,13 @@ def todo_to_service(todo: Todo, stored: service.Todo | None = None) -> service.T
     if stored is not None and isinstance(stored.priority, int) and priority is service.TodoPriority.MEDIUM:
         priority = stored.priority
     return service.Todo(id=todo.id, content=todo.content, status=status, priority=priority, metadata=metadata)
+
+
+def plan_to_service(todos: Sequence[Todo], stored: Sequence[service.Todo]) -> list[service.Todo]:
+    """A ``todowrite`` list as the service's todos, each continuing the ``stored`` todo it matches (same id,
+    else same content): its id, metadata, owner and dependencies are kept (``sessiontodo_client.plans``)."""
+    matched = match_todos([(todo.id, todo.content) for todo in todos], stored)
+    return with_graph([todo_to_service(todo, match) for todo, match in zip(todos, matched, strict=True)], matched)
 
 
 def todos_from_service(todos: Iterable[service.Todo]) -> list[Todo]:

@@ -32,9 +32,10 @@ from sessiontodo_opencode.app import validation_message as describe_invalid_body
 from sessiontodo_opencode.models import ErrorData
 from sessiontodo_web.auth import SignIn, SignInThrottle, Viewers, retry_after_header
 from sessiontodo_web.board import Board
-from sessiontodo_web.edits import BadOrder, Conflict, Editor, UnknownSession
+from sessiontodo_web.edits import BadOrder, Conflict, Editor, Refused, UnknownSession
 from sessiontodo_web.models import (
     AddTodoBody,
+    ClaimBody,
     FeedStatus,
     Me,
     RemoveTodoBody,
@@ -81,7 +82,8 @@ Body = TypeVar("Body", bound=BaseModel)
 
 
 class ConflictBody(BaseModel):
-    """A 409: someone else changed the list; ``current`` is the list now."""
+    """A 409: someone else changed the list (``ConflictError``), or a claim or release was refused
+    (``ClaimRefusedError``, the message says why); ``current`` is the list now."""
 
     name: str = "ConflictError"
     data: ErrorData
@@ -232,6 +234,8 @@ class BoardRoutes:
             Route("/api/sessions/{session_id}/todos/{todo_id}", self.update_todo, methods=["PATCH"]),
             Route("/api/sessions/{session_id}/todos/{todo_id}", self.remove_todo, methods=["DELETE"]),
             Route("/api/sessions/{session_id}/order", self.reorder, methods=["PUT"]),
+            Route("/api/sessions/{session_id}/todos/{todo_id}/claim", self.claim, methods=["POST"]),
+            Route("/api/sessions/{session_id}/todos/{todo_id}/release", self.release, methods=["POST"]),
             Mount("/assets", StaticFiles(directory=STATIC / "assets"), name="assets"),
         ]
 
@@ -322,6 +326,14 @@ class BoardRoutes:
         session_id = request.path_params["session_id"]
         return await self._edit(request, ReorderBody, lambda body: self._editor.reorder(session_id, body))
 
+    async def claim(self, request: Request) -> Response:
+        session_id, todo_id = request.path_params["session_id"], request.path_params["todo_id"]
+        return await self._edit(request, ClaimBody, lambda body: self._editor.claim(session_id, todo_id, body))
+
+    async def release(self, request: Request) -> Response:
+        session_id, todo_id = request.path_params["session_id"], request.path_params["todo_id"]
+        return await self._edit(request, ClaimBody, lambda body: self._editor.release(session_id, todo_id, body))
+
     async def _edit(
         self, request: Request, model: type[Body], edit: Callable[[Body], Awaitable[SessionDetail]]
     ) -> Response:
@@ -335,6 +347,11 @@ class BoardRoutes:
             return _json(await edit(body))
         except Conflict as conflict:
             answer = ConflictBody(data=ErrorData(message=str(conflict)), current=conflict.current)
+            return _json(answer, status_code=409)
+        except Refused as refused:
+            answer = ConflictBody(
+                name="ClaimRefusedError", data=ErrorData(message=str(refused)), current=refused.current
+            )
             return _json(answer, status_code=409)
         except BadOrder as error:
             return error_response(400, "BadRequest", str(error), "Payload")

@@ -45,7 +45,7 @@ from sessiontodo_web.models import (
     RemovedEvent,
     SessionDetail,
     SessionView,
-    TodoView,
+    todo_views,
 )
 from sessiontodo_web.pages import PageStream, frame
 
@@ -162,9 +162,7 @@ class Board:
         state = self._sessions.get(session_id)
         if state is None:
             return None
-        return SessionDetail(
-            session=state.view(), todos=[TodoView.of(todo) for todo in state.todos], changes=list(state.changes)
-        )
+        return SessionDetail(session=state.view(), todos=todo_views(state.todos), changes=list(state.changes))
 
     async def read(self, session_id: str) -> SessionDetail | None:
         """The session as of now (None if sessiontodo or the board does not hold it): its revision is read from
@@ -315,7 +313,7 @@ class Board:
         state.todos = event.todos  # every change but a removal carries the whole list after it
         state.origin = event.origin
         state.changes.append(change)
-        data = ChangeEvent(session=state.view(), todos=[TodoView.of(todo) for todo in state.todos], change=change)
+        data = ChangeEvent(session=state.view(), todos=todo_views(state.todos), change=change)
         self._publish("change", data, event.cursor)
 
     def _publish(self, event: str, data: ChangeEvent | RemovedEvent, cursor: str) -> None:

@@ -49,9 +49,24 @@ def _todo_changed(old: Todo, new: Todo) -> str:
         parts.append(f"status of {subject}: {_name(old.status)} → {_name(new.status)}")
     if new.priority != old.priority:
         parts.append(f"priority of {subject}: {_name(old.priority)} → {_name(new.priority)}")
+    if new.owner != old.owner:
+        parts.append(_owner_changed(subject, old.owner, new.owner))
+    linked, unlinked = len(set(new.blocked_by) - set(old.blocked_by)), len(set(old.blocked_by) - set(new.blocked_by))
+    if linked:
+        parts.append(f"{subject} waits for {linked} more todo" + ("" if linked == 1 else "s"))
+    if unlinked:
+        parts.append(f"{subject} waits for {unlinked} todo" + ("" if unlinked == 1 else "s") + " no longer")
     if new.metadata != old.metadata:
         parts.append(f"metadata of {subject} changed")
     return "; ".join(parts) or f"{subject} updated"
+
+
+def _owner_changed(subject: str, old: str, new: str) -> str:
+    if not old:
+        return f"{subject} claimed by {new}"
+    if not new:
+        return f"{subject} released by {old}"
+    return f"owner of {subject}: {old} → {new}"
 
 
 def _list_replaced(before: Sequence[Todo], after: Sequence[Todo]) -> str:

@@ -7,9 +7,16 @@ same list as every other page. A revision mismatch (someone else changed the lis
 
 from __future__ import annotations
 
-from sessiontodo_client import Aborted, Todo, TodoClient
+from sessiontodo_client import Aborted, ClaimRefused, Todo, TodoClient
 from sessiontodo_web.board import Board
-from sessiontodo_web.models import AddTodoBody, RemoveTodoBody, ReorderBody, SessionDetail, UpdateTodoBody
+from sessiontodo_web.models import (
+    AddTodoBody,
+    ClaimBody,
+    RemoveTodoBody,
+    ReorderBody,
+    SessionDetail,
+    UpdateTodoBody,
+)
 
 ORIGIN = "web"
 """The origin of the board's writes, as every watcher and the feed see it."""
@@ -23,6 +30,26 @@ class Conflict(Exception):
             f"someone else changed this list (now at revision {current.session.revision}); your change was not made"
         )
         self.current = current
+
+
+class Refused(Exception):
+    """A claim or release the todo's state refused (taken, blocked, not pending, not held); ``current`` is the
+    list now, which shows why."""
+
+    def __init__(self, why: str, current: SessionDetail) -> None:
+        super().__init__(why)
+        self.current = current
+
+
+def refusal_reason(error: ClaimRefused) -> str:
+    """Why a claim or release was refused, in words."""
+    if error.reason == "TODO_TAKEN":
+        return f"{error.owner} took it first"
+    if error.reason == "TODO_BLOCKED":
+        return f"it waits for {len(error.blocked_by)} unfinished todo(s)"
+    if error.reason == "TODO_NOT_PENDING":
+        return f"it is {error.status.lower() or 'not pending'}, not pending"
+    return f"it is not held by you (owner: {error.owner or 'nobody'})"
 
 
 class BadOrder(Exception):
@@ -61,12 +88,30 @@ class Editor:
                 content=body.content,
                 status=body.status,
                 priority=body.priority,
+                add_blocked_by=body.add_blocked_by,
+                remove_blocked_by=body.remove_blocked_by,
                 expected_revision=body.expected_revision,
                 origin=ORIGIN,
             )
         except Aborted as error:
             raise await self._conflict(session_id, _actual_revision(error)) from None
         return await self._answer(session_id, updated.revision)
+
+    async def claim(self, session_id: str, todo_id: str, body: ClaimBody) -> SessionDetail:
+        """Give the todo to ``body.owner``, in progress; refused (``Refused``) when it is not free to take."""
+        try:
+            claim = await self._client.claim_todo(session_id, body.owner, todo_id, origin=ORIGIN)
+        except ClaimRefused as error:
+            raise await self._refused(session_id, f"Not claimed: {refusal_reason(error)}.") from None
+        return await self._answer(session_id, claim.revision)
+
+    async def release(self, session_id: str, todo_id: str, body: ClaimBody) -> SessionDetail:
+        """Give the todo back (pending, unowned); refused (``Refused``) unless ``body.owner`` holds it."""
+        try:
+            released = await self._client.release_todo(session_id, todo_id, body.owner, origin=ORIGIN)
+        except ClaimRefused as error:
+            raise await self._refused(session_id, f"Not released: {refusal_reason(error)}.") from None
+        return await self._answer(session_id, released.revision)
 
     async def remove(self, session_id: str, todo_id: str, body: RemoveTodoBody) -> SessionDetail:
         try:
@@ -97,6 +142,15 @@ class Editor:
         if detail is None:  # removed right after the write
             raise UnknownSession(session_id)
         return detail
+
+    async def _refused(self, session_id: str, why: str) -> Refused:
+        """The refusal, with the list as it is now (read, then awaited on the board)."""
+        current = await self._client.get_todos(session_id)
+        await self._board.delivered(session_id, current.revision)
+        detail = self._board.detail(session_id)
+        if detail is None:
+            raise UnknownSession(session_id)
+        return Refused(why, detail)
 
     async def _conflict(self, session_id: str, actual_revision: int | None) -> Conflict:
         """The conflict, once the board holds the revision that won."""

@@ -21,10 +21,40 @@ class TodoView(BaseModel):
     status: TodoStatus | int
     priority: TodoPriority | int
     metadata: dict[str, str]
+    description: str = ""
+    active_form: str = ""
+    owner: str = ""
+    """Who works on it; empty: nobody."""
+    blocked_by: list[str] = []
+    """The todos it waits for (all of them; the page marks the finished ones)."""
+    blocks: list[str] = []
+    lease_expires_at: datetime | None = None
+    ready: bool = False
+    """Free to take: pending, unowned, every blocker completed or cancelled."""
 
     @classmethod
-    def of(cls, todo: Todo) -> TodoView:
-        return cls(id=todo.id, content=todo.content, status=todo.status, priority=todo.priority, metadata=todo.metadata)
+    def of(cls, todo: Todo, finished: set[str] | frozenset[str] = frozenset()) -> TodoView:
+        """The view of ``todo``; ``finished``: the ids of its list's completed and cancelled todos."""
+        return cls(
+            id=todo.id,
+            content=todo.content,
+            status=todo.status,
+            priority=todo.priority,
+            metadata=todo.metadata,
+            description=todo.description,
+            active_form=todo.active_form,
+            owner=todo.owner,
+            blocked_by=todo.blocked_by,
+            blocks=todo.blocks,
+            lease_expires_at=todo.lease_expires_at,
+            ready=todo.status is TodoStatus.PENDING and not todo.owner and set(todo.blocked_by) <= finished,
+        )
+
+
+def todo_views(todos: list[Todo]) -> list[TodoView]:
+    """A list as the page shows it, each todo's readiness judged by todo_service.proto's rule."""
+    finished = {todo.id for todo in todos if todo.status in (TodoStatus.COMPLETED, TodoStatus.CANCELLED)}
+    return [TodoView.of(todo, finished) for todo in todos]
 
 
 class SessionView(BaseModel):
@@ -38,6 +68,8 @@ class SessionView(BaseModel):
     done: int
     """Completed todos."""
     cancelled: int
+    ready: int
+    """Todos free to take (pending, unowned, every blocker finished)."""
     current: str
     """The content of the first todo in progress, or empty: what the session is doing now."""
     created_at: datetime | None
@@ -56,6 +88,7 @@ class SessionView(BaseModel):
             todo_count=len(todos),
             done=sum(todo.status is TodoStatus.COMPLETED for todo in todos),
             cancelled=sum(todo.status is TodoStatus.CANCELLED for todo in todos),
+            ready=sum(view.ready for view in todo_views(todos)),
             current=next((todo.content for todo in todos if todo.status is TodoStatus.IN_PROGRESS), ""),
             created_at=session.created_at,
             updated_at=session.updated_at,
@@ -146,10 +179,22 @@ class UpdateTodoBody(_Body):
     content: str | None = None
     status: TodoStatus | None = None
     priority: TodoPriority | None = None
+    add_blocked_by: list[str] = []
+    """Todos of the list it is to wait for."""
+    remove_blocked_by: list[str] = []
 
 
 class RemoveTodoBody(_Body):
     pass
+
+
+class ClaimBody(BaseModel):
+    """Claim or release a todo as ``owner`` (no revision: the claim itself is atomic, and refused with the
+    reason when someone else was first)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str = Field(min_length=1, max_length=128, description="Who takes it: the person's name.")
 
 
 class ReorderBody(_Body):

@@ -46,7 +46,8 @@ class LossyServer:
 async def lossy() -> AsyncIterator[tuple[LossyServer, TodoClient]]:
     fake = LossyServer()
     server = grpc.aio.server()
-    methods = {name: fake.handler(name) for name in ("AddTodo", "ReplaceTodos", "UpdateTodo")}
+    names = ("AddTodo", "ReplaceTodos", "UpdateTodo", "ClaimTodo", "ReleaseTodo")
+    methods = {name: fake.handler(name) for name in names}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sessiontodo.v1.TodoService", methods),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -92,3 +93,42 @@ async def test_a_conditional_update_that_lost_its_reply_is_retried_at_the_same_r
         await client.update_todo("s", "t", status=TodoStatus.COMPLETED, expected_revision=3)
 
     assert [request.expected_revision for request in fake.requests["UpdateTodo"]] == [3, 3]
+
+
+async def test_claim_todo_retries_with_one_generated_request_id_so_a_lost_reply_claims_nothing_twice(
+    lossy: tuple[LossyServer, TodoClient],
+) -> None:
+    fake, client = lossy
+    claimed = pb.ClaimTodoResponse(todo=pb.Todo(id="t", content="x", owner="w1"), revision=2, changed=True)
+    fake.script("ClaimTodo", grpc.StatusCode.UNAVAILABLE, claimed)
+
+    claim = await client.claim_todo("s", "w1")
+
+    ids = [request.request_id for request in fake.requests["ClaimTodo"]]
+    assert claim.todo is not None
+    assert claim.todo.id == "t"
+    assert len(ids) == 2
+    assert ids[0] == ids[1] != ""
+
+
+async def test_each_claim_todo_call_has_a_request_id_of_its_own(lossy: tuple[LossyServer, TodoClient]) -> None:
+    fake, client = lossy
+    fake.script("ClaimTodo", pb.ClaimTodoResponse(revision=1), pb.ClaimTodoResponse(revision=1))
+
+    await client.claim_todo("s", "w1")
+    await client.claim_todo("s", "w1")
+
+    first, second = (request.request_id for request in fake.requests["ClaimTodo"])
+    assert first != second
+
+
+async def test_a_release_that_lost_its_reply_is_unavailable_never_retried(
+    lossy: tuple[LossyServer, TodoClient],
+) -> None:
+    fake, client = lossy
+    fake.script("ReleaseTodo", grpc.StatusCode.UNAVAILABLE, pb.ReleaseTodoResponse(revision=3))
+
+    with pytest.raises(Unavailable):
+        await client.release_todo("s", "t", "w1")
+
+    assert len(fake.requests["ReleaseTodo"]) == 1

@@ -218,3 +218,16 @@ async def test_a_renewed_lease_is_still_held_after_its_first_deadline(stub: pb_g
 
     await eventually(lapsed)  # the renewed deadline, not the first one: the claim was held until then
     assert (await listed(stub)).revision == renewed.revision + 1
+
+
+async def test_a_batch_claims_and_its_result_carries_the_claimed_todo_with_who_it_blocks(
+    stub: pb_grpc.TodoServiceStub,
+) -> None:
+    await plan(stub, todo("a"), todo("b", "a"))
+    claims = [pb.Write(claim_todo=pb.ClaimTodoRequest(session_id="s", owner=f"w{n}")) for n in range(2)]
+
+    written = await stub.BatchWrite(pb.BatchWriteRequest(writes=claims))
+
+    first, second = written.results
+    assert (first.todo.id, first.todo.owner, list(first.todo.blocks), first.changed) == ("a", "w0", ["b"], True)
+    assert (second.HasField("todo"), second.changed) == (False, False)

@@ -108,7 +108,22 @@ def test_json_output_is_one_parseable_object(server: FakeServer) -> None:
     result = finished(run)
     assert json.loads(result.stdout) == {
         "revision": 2,
-        "todos": [{"id": "a", "content": "A", "status": "pending", "priority": "medium", "metadata": {}}],
+        "todos": [
+            {
+                "id": "a",
+                "content": "A",
+                "status": "pending",
+                "priority": "medium",
+                "metadata": {},
+                "description": "",
+                "active_form": "",
+                "owner": "",
+                "blocked_by": [],
+                "blocks": [],
+                "lease_expires_at": None,
+                "lease_duration": None,
+            }
+        ],
     }
 
 

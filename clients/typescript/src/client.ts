@@ -4,15 +4,16 @@
  * The transport is injected (`new TodoClient(transport)`) or made by `TodoClient.connect`. Calls
  * whose repetition is harmless are retried while the service is UNAVAILABLE, by the client's
  * `RetryPolicy` (full jitter, attempts, a deadline), as the Python client does: `addTodo` sends a
- * request id so that its retry can never add twice, and `createSession` generates the id when
+ * request id so that its retry can never add twice (as `claimTodo` does, so that its retry never
+ * claims a second todo), and `createSession` generates the id when
  * given none, so that its retry can never create two sessions. Updates are retried too: setting
  * the same values again changes nothing, and one with an `expectedRevision` applies only while
  * nothing was written since, so a repeat never writes twice or over another client's change (if
  * the first try was applied and only its reply lost, the repeat throws `Aborted`, which a
  * read-modify-write handles as any conflict). `batchWrite` sends a request id (generated once
  * when given none), so that its retry returns the first call's results and never writes twice.
- * `replaceTodos` and `removeTodo` are not retried (UNAVAILABLE may come after the write was
- * applied): they throw `Unavailable` for the caller to decide. `watch` and `watchChanges`
+ * `replaceTodos`, `removeTodo` and `releaseTodo` are not retried (UNAVAILABLE may come after the
+ * write was applied): they throw `Unavailable` for the caller to decide. `watch` and `watchChanges`
  * reconnect on their own and resume after the last revision (cursor) they delivered, so their
  * consumer sees every change exactly once, in order, or a RESET where history was lost.
  */
@@ -26,10 +27,14 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 
 import {
   addTodoRequest,
+  claimFromProto,
+  claimTodoRequest,
   createSessionRequest,
   feedEventFromProto,
   isKnownKind,
+  releaseTodoRequest,
   removeTodoRequest,
+  renewClaimRequest,
   replaceTodosRequest,
   sessionFromProto,
   todoFromProto,
@@ -44,6 +49,7 @@ import { FeedPosition } from "./feed.js";
 import * as pb from "./gen/sessiontodo/v1/todo_service_pb.js";
 import type {
   AddedTodo,
+  Claim,
   FeedEvent,
   NewTodo,
   Session,
@@ -136,6 +142,32 @@ export interface UpdateTodoOptions extends WriteOptions {
   readonly removeMetadata?: readonly string[];
 }
 
+export interface GetTodosOptions {
+  /** Only the todos free to take: pending, unowned, every blocker completed or cancelled. */
+  readonly ready?: boolean;
+  /** Only this owner's todos ("" only unowned ones). */
+  readonly owner?: string;
+}
+
+export interface OwnerOptions extends WriteOptions {
+  /** Who claims (holds) the todo: 1 to 128 characters naming an agent, a session or a person. */
+  readonly owner: string;
+}
+
+export interface RenewClaimOptions extends OwnerOptions {
+  /** The lease's new duration from now, in milliseconds; default: the claim's own. */
+  readonly leaseMs?: number;
+}
+
+export interface ClaimTodoOptions extends OwnerOptions {
+  /** The todo to claim; default: the first ready one in list order. */
+  readonly todoId?: string;
+  /** The claim lapses unless renewed within this many milliseconds (1 s to 1 day). */
+  readonly leaseMs?: number;
+  /** Makes retries safe; generated when not given. Reusing one for another request is FAILED_PRECONDITION. */
+  readonly requestId?: string;
+}
+
 export interface WatchOptions {
   /** Resume after this revision instead of starting with a snapshot. */
   readonly afterRevision?: bigint;
@@ -153,6 +185,12 @@ export interface WatchChangesOptions {
   readonly labels?: Readonly<Record<string, string>>;
   /** Also deliver PROGRESS messages (the snapshot's bookmark among them). */
   readonly includeProgress?: boolean;
+}
+
+/** The wire filter of a read, or undefined for the whole list. */
+function todoFilter(options: GetTodosOptions): { ready: boolean; owner?: string } | undefined {
+  if (!options.ready && options.owner === undefined) return undefined;
+  return { ready: options.ready ?? false, owner: options.owner };
 }
 
 /** 32 random hex digits: the request ids this client generates, as the Python client makes them. */
@@ -326,16 +364,20 @@ export class TodoClient {
     return sessions;
   }
 
-  async getTodos(sessionId: string): Promise<TodoList> {
-    const response = await this.call((call) => this.rpc.getTodos({ sessionId }, call));
+  /** The session's list at its revision; `ready` and `owner` select todos (see `GetTodosOptions`). */
+  async getTodos(sessionId: string, options: GetTodosOptions = {}): Promise<TodoList> {
+    const filter = todoFilter(options);
+    const response = await this.call((call) => this.rpc.getTodos({ sessionId, filter }, call));
     return { todos: response.todos.map(todoFromProto), revision: response.revision };
   }
 
   /** The lists of the sessions that exist, in request order, and the ids that name none. */
   async batchGetTodos(
     sessionIds: readonly string[],
+    options: GetTodosOptions = {},
   ): Promise<{ sessions: SessionTodos[]; missingSessionIds: string[] }> {
-    const response = await this.call((call) => this.rpc.batchGetTodos({ sessionIds: [...sessionIds] }, call));
+    const request = { sessionIds: [...sessionIds], filter: todoFilter(options) };
+    const response = await this.call((call) => this.rpc.batchGetTodos(request, call));
     return {
       sessions: response.sessions.map((entry) => ({
         session: sessionFromProto(entry.session!),
@@ -371,6 +413,40 @@ export class TodoClient {
     request.origin = options.origin ?? "";
     const response = await this.call((call) => this.rpc.updateTodo(request, call));
     return { todo: todoFromProto(response.todo!), revision: response.revision, changed: response.changed };
+  }
+
+  /**
+   * Gives `todoId` — or, without it, the first ready todo — to `owner`, in progress, atomically.
+   * Nothing ready is an answer (`todo` undefined); a named todo that cannot be taken throws
+   * `ClaimRefused` saying why. Retried while UNAVAILABLE under one request id (generated once
+   * unless given), so a retry returns the first claim and never claims a second todo.
+   */
+  async claimTodo(sessionId: string, options: ClaimTodoOptions): Promise<Claim> {
+    const request = claimTodoRequest({ ...options, kind: "claim_todo", sessionId });
+    request.requestId = options.requestId || newRequestId();
+    request.origin = options.origin ?? "";
+    return claimFromProto(await this.call((call) => this.rpc.claimTodo(request, call)));
+  }
+
+  /**
+   * Pushes a claim's lease back (by `leaseMs` from now, else its own duration); throws
+   * `ClaimRefused` (`CLAIM_NOT_HELD`) once the claim is not `owner`'s. Retried: renewing again only renews.
+   */
+  async renewClaim(sessionId: string, todoId: string, options: RenewClaimOptions): Promise<Claim> {
+    const request = renewClaimRequest({ ...options, kind: "renew_claim", sessionId, todoId });
+    request.origin = options.origin ?? "";
+    return claimFromProto(await this.call((call) => this.rpc.renewClaim(request, call)));
+  }
+
+  /**
+   * Gives a claimed todo back (pending, unowned, no lease); throws `ClaimRefused` (`CLAIM_NOT_HELD`)
+   * when `owner` does not hold it. Not retried: the repeat of a release that happened would be refused.
+   */
+  async releaseTodo(sessionId: string, todoId: string, options: OwnerOptions): Promise<UpdatedTodo> {
+    const request = releaseTodoRequest({ ...options, kind: "release_todo", sessionId, todoId });
+    request.origin = options.origin ?? "";
+    const response = await this.call((call) => this.rpc.releaseTodo(request, call), false);
+    return { todo: todoFromProto(response.todo!), revision: response.revision, changed: true };
   }
 
   /** Removes one todo; returns the revision after. Not retried: a repeat of a removal that happened is NOT_FOUND. */

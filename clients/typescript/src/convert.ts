@@ -7,11 +7,15 @@ import * as pb from "./gen/sessiontodo/v1/todo_service_pb.js";
 import type {
   AddTodoWrite,
   ChangeKind,
+  Claim,
+  ClaimTodoWrite,
   CreateSessionWrite,
   FeedEvent,
   NewTodo,
+  ReleaseTodoWrite,
   RemovalReason,
   RemoveTodoWrite,
+  RenewClaimWrite,
   ReplaceTodosWrite,
   Session,
   Todo,
@@ -83,6 +87,10 @@ export function todoToProto(todo: NewTodo): pb.Todo {
     status: statusToProto(todo.status ?? "pending"),
     priority: priorityToProto(todo.priority ?? "medium"),
     metadata: { ...todo.metadata },
+    description: todo.description ?? "",
+    activeForm: todo.activeForm ?? "",
+    owner: todo.owner ?? "",
+    blockedBy: [...(todo.blockedBy ?? [])],
   });
 }
 
@@ -94,7 +102,20 @@ export function todoFromProto(todo: pb.Todo): Todo {
     status: STATUS_NAMES.get(todo.status) ?? todo.status,
     priority: PRIORITY_NAMES.get(todo.priority) ?? todo.priority,
     metadata: { ...todo.metadata },
+    description: todo.description,
+    activeForm: todo.activeForm,
+    owner: todo.owner,
+    blockedBy: todo.blockedBy,
+    blocks: todo.blocks,
+    leaseExpiresAt: dateFromProto(todo.leaseExpiresAt),
+    leaseDurationMs: todo.leaseDuration === undefined ? undefined : durationMs(todo.leaseDuration),
   };
+}
+
+/** What a claim (or renewal) answered; a renewal always changed its lease. */
+export function claimFromProto(response: pb.ClaimTodoResponse | pb.RenewClaimResponse): Claim {
+  const changed = "changed" in response ? response.changed : true;
+  return { todo: response.todo && todoFromProto(response.todo), revision: response.revision, changed };
 }
 
 function dateFromProto(timestamp: Timestamp | undefined): Date | undefined {
@@ -178,6 +199,40 @@ export function updateTodoRequest(write: UpdateTodoWrite): pb.UpdateTodoRequest 
     priority: write.priority === undefined ? pb.TodoPriority.UNSPECIFIED : priorityToProto(write.priority),
     metadata: { ...write.metadata },
     removeMetadataKeys: [...(write.removeMetadata ?? [])],
+    description: write.description,
+    activeForm: write.activeForm,
+    owner: write.owner,
+    addBlockedBy: [...(write.addBlockedBy ?? [])],
+    removeBlockedBy: [...(write.removeBlockedBy ?? [])],
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function claimTodoRequest(write: ClaimTodoWrite): pb.ClaimTodoRequest {
+  return create(pb.ClaimTodoRequestSchema, {
+    sessionId: write.sessionId,
+    todoId: write.todoId ?? "",
+    owner: write.owner,
+    leaseDuration: durationToProto(write.leaseMs),
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function renewClaimRequest(write: RenewClaimWrite): pb.RenewClaimRequest {
+  return create(pb.RenewClaimRequestSchema, {
+    sessionId: write.sessionId,
+    todoId: write.todoId,
+    owner: write.owner,
+    leaseDuration: durationToProto(write.leaseMs),
+    expectedRevision: write.expectedRevision,
+  });
+}
+
+export function releaseTodoRequest(write: ReleaseTodoWrite): pb.ReleaseTodoRequest {
+  return create(pb.ReleaseTodoRequestSchema, {
+    sessionId: write.sessionId,
+    todoId: write.todoId,
+    owner: write.owner,
     expectedRevision: write.expectedRevision,
   });
 }
@@ -214,6 +269,9 @@ const WRITE_KINDS: readonly Write["kind"][] = [
   "add_todo",
   "update_todo",
   "remove_todo",
+  "claim_todo",
+  "renew_claim",
+  "release_todo",
   "create_session",
   "update_session",
   "remove_session",
@@ -236,6 +294,12 @@ function operationToProto(write: Write): pb.Write["operation"] {
       return { case: "updateTodo", value: updateTodoRequest(write) };
     case "remove_todo":
       return { case: "removeTodo", value: removeTodoRequest(write) };
+    case "claim_todo":
+      return { case: "claimTodo", value: claimTodoRequest(write) };
+    case "renew_claim":
+      return { case: "renewClaim", value: renewClaimRequest(write) };
+    case "release_todo":
+      return { case: "releaseTodo", value: releaseTodoRequest(write) };
     case "create_session":
       return { case: "createSession", value: createSessionRequest(write) };
     case "update_session":
@@ -261,7 +325,11 @@ export function writeResultFromProto(kind: Write["kind"], result: pb.WriteResult
     case "add_todo":
       return { kind, revision, changed, todo: todoFromProto(result.todo!), index: result.index };
     case "update_todo":
+    case "renew_claim":
+    case "release_todo":
       return { kind, revision, changed, todo: todoFromProto(result.todo!) };
+    case "claim_todo":
+      return { kind, revision, changed, todo: result.todo && todoFromProto(result.todo) };
     case "remove_session":
       return { kind, revision, changed, removedSessionIds: result.removedSessionIds };
     case "remove_todo":

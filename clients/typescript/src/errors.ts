@@ -77,6 +77,28 @@ export class NotFound extends ServiceError {}
 /** The expected revision did not match: re-read, then retry the read-modify-write. */
 export class Aborted extends ServiceError {}
 export class FailedPrecondition extends ServiceError {}
+/**
+ * A claim, renewal or release that the todo's state refuses; `reason` says why: `TODO_TAKEN`
+ * (`owner` has it), `TODO_BLOCKED` (`blockedBy`: its unfinished blockers), `TODO_NOT_PENDING` (it
+ * is `status`), or `CLAIM_NOT_HELD` (the caller does not hold it: `owner` does; a lapsed lease ends so).
+ */
+export class ClaimRefused extends FailedPrecondition {
+  get owner(): string {
+    return this.metadata.owner ?? "";
+  }
+
+  get blockedBy(): string[] {
+    return (this.metadata.blockedBy ?? "").split(",").filter((id) => id !== "");
+  }
+
+  get status(): string {
+    return this.metadata.status ?? "";
+  }
+}
+
+/** The ErrorInfo reasons of FAILED_PRECONDITION that `ClaimRefused` stands for. */
+const CLAIM_REFUSALS = new Set(["TODO_TAKEN", "TODO_BLOCKED", "TODO_NOT_PENDING", "CLAIM_NOT_HELD"]);
+
 export class ResourceExhausted extends ServiceError {}
 /** The service could not be reached, or the connection was lost: retry with backoff. */
 export class Unavailable extends ServiceError {}
@@ -148,7 +170,10 @@ export function serviceError(error: unknown): unknown {
   const [badRequest] = error.findDetails(BadRequestSchema);
   const [quota] = error.findDetails(QuotaFailureSchema);
   const [retry] = error.findDetails(RetryInfoSchema);
-  const ErrorClass = ERRORS.get(code) ?? ServiceError;
+  const ErrorClass =
+    code === Code.FailedPrecondition && CLAIM_REFUSALS.has(info?.reason ?? "")
+      ? ClaimRefused
+      : (ERRORS.get(code) ?? ServiceError);
   return new ErrorClass(
     code,
     error.rawMessage,

@@ -39,6 +39,20 @@ export interface Todo {
   readonly priority: TodoPriority | number;
   /** Free-form entries stored and returned untouched. */
   readonly metadata: Readonly<Record<string, string>>;
+  /** The long text of what is to be done; `content` stays the short subject. */
+  readonly description: string;
+  /** What is shown while it is in progress, in the present tense ("Writing the parser"). */
+  readonly activeForm: string;
+  /** Who works on it (an agent, a session, a person); "" for nobody. */
+  readonly owner: string;
+  /** Ids of todos of the same list that must be completed (or cancelled) before this one is ready. */
+  readonly blockedBy: readonly string[];
+  /** The todos whose `blockedBy` names this one: derived by the server. */
+  readonly blocks: readonly string[];
+  /** When the owner's claim lapses unless renewed; undefined without a lease. */
+  readonly leaseExpiresAt?: Date;
+  /** Milliseconds a lease runs from each renewal; undefined without a lease. */
+  readonly leaseDurationMs?: number;
 }
 
 /** A todo to write: leave `id` out to have one generated; status defaults to pending, priority to medium. */
@@ -48,6 +62,10 @@ export interface NewTodo {
   readonly status?: TodoStatus | number;
   readonly priority?: TodoPriority | number;
   readonly metadata?: Readonly<Record<string, string>>;
+  readonly description?: string;
+  readonly activeForm?: string;
+  readonly owner?: string;
+  readonly blockedBy?: readonly string[];
 }
 
 export interface Session {
@@ -87,6 +105,15 @@ export interface UpdatedTodo {
   readonly changed: boolean;
 }
 
+/** What `claimTodo` (or `renewClaim`) got: the todo, now the owner's and in progress. */
+export interface Claim {
+  /** Undefined when no todo was named and none is ready: "nothing ready" is an answer, not an error. */
+  readonly todo?: Todo;
+  readonly revision: bigint;
+  /** False for nothing ready, a todo that already was the owner's (no new lease), and a retried request. */
+  readonly changed: boolean;
+}
+
 /**
  * One write of a batch (`TodoClient.batchWrite`): a write rpc's arguments and a `kind` saying
  * which. The kind is the operation's name on the wire, so an error's field path names it too
@@ -97,6 +124,9 @@ export type Write =
   | AddTodoWrite
   | UpdateTodoWrite
   | RemoveTodoWrite
+  | ClaimTodoWrite
+  | RenewClaimWrite
+  | ReleaseTodoWrite
   | CreateSessionWrite
   | UpdateSessionWrite
   | RemoveSessionWrite;
@@ -128,6 +158,13 @@ export interface UpdateTodoWrite {
   readonly priority?: TodoPriority | number;
   readonly metadata?: Readonly<Record<string, string>>;
   readonly removeMetadata?: readonly string[];
+  readonly description?: string;
+  readonly activeForm?: string;
+  /** The new owner; "" clears it. */
+  readonly owner?: string;
+  /** Todos of the same list it is to wait for. */
+  readonly addBlockedBy?: readonly string[];
+  readonly removeBlockedBy?: readonly string[];
   readonly expectedRevision?: bigint;
 }
 
@@ -136,6 +173,38 @@ export interface RemoveTodoWrite {
   readonly kind: "remove_todo";
   readonly sessionId: string;
   readonly todoId: string;
+  readonly expectedRevision?: bigint;
+}
+
+/** Claim a todo, or the first ready one (as `claimTodo`). */
+export interface ClaimTodoWrite {
+  readonly kind: "claim_todo";
+  readonly sessionId: string;
+  readonly owner: string;
+  /** The todo to claim; default: the first ready one. */
+  readonly todoId?: string;
+  /** The claim lapses unless renewed within this many milliseconds (1 s to 1 day). */
+  readonly leaseMs?: number;
+  readonly expectedRevision?: bigint;
+}
+
+/** Renew a claim's lease (as `renewClaim`). */
+export interface RenewClaimWrite {
+  readonly kind: "renew_claim";
+  readonly sessionId: string;
+  readonly todoId: string;
+  readonly owner: string;
+  /** The lease's new duration from now; default: the claim's own. */
+  readonly leaseMs?: number;
+  readonly expectedRevision?: bigint;
+}
+
+/** Give a claimed todo back (as `releaseTodo`). */
+export interface ReleaseTodoWrite {
+  readonly kind: "release_todo";
+  readonly sessionId: string;
+  readonly todoId: string;
+  readonly owner: string;
   readonly expectedRevision?: bigint;
 }
 
@@ -180,6 +249,9 @@ export type WriteResult =
   | AddTodoResult
   | UpdateTodoResult
   | RemoveTodoResult
+  | ClaimTodoResult
+  | RenewClaimResult
+  | ReleaseTodoResult
   | CreateSessionResult
   | UpdateSessionResult
   | RemoveSessionResult;
@@ -200,6 +272,18 @@ export interface UpdateTodoResult extends UpdatedTodo {
 
 export interface RemoveTodoResult extends WriteOutcome {
   readonly kind: "remove_todo";
+}
+
+export interface ClaimTodoResult extends Claim {
+  readonly kind: "claim_todo";
+}
+
+export interface RenewClaimResult extends UpdatedTodo {
+  readonly kind: "renew_claim";
+}
+
+export interface ReleaseTodoResult extends UpdatedTodo {
+  readonly kind: "release_todo";
 }
 
 /** `changed` says whether the write created the session. */

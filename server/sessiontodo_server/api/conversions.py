@@ -261,13 +261,14 @@ def filter_from_pb(message: pb.SessionFilter) -> SessionFilter:
     return SessionFilter(session_ids, parent_id, dict(message.labels), tenancy.current())
 
 
-def add_results(field: Any, outcomes: Iterable[Outcome]) -> None:
-    """A batch's outcomes as WriteResults, built in place."""
+def add_results(field: Any, outcomes: Iterable[Outcome], lists: Iterable[Sequence[Todo]]) -> None:
+    """A batch's outcomes as WriteResults, built in place; ``lists``: each write's list as it
+    left it (for its todo's ``blocks``; empty when not known)."""
     add = field.add
-    for outcome in outcomes:
+    for outcome, whole in zip(outcomes, lists, strict=True):
         result = add(revision=outcome.revision, changed=outcome.changed, index=outcome.position)
         if outcome.todo is not None:
-            result.todo.CopyFrom(todo_to_pb(outcome.todo))
+            result.todo.CopyFrom(todo_to_pb(outcome.todo, whole))
         if outcome.todo_ids:
             result.todo_ids.extend(outcome.todo_ids)
         if outcome.removed:

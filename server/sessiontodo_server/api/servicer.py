@@ -289,7 +289,7 @@ class TodoServicer:
         (``writes[i].<operation>.`` before every BadRequest field path)."""
         try:
             operations = [self._operation(index, write) for index, write in enumerate(request.writes)]
-            outcomes = await self._book.write_batch(
+            written = await self._book.write_batch(
                 operations,
                 request_id=request.request_id,
                 fingerprint=fingerprint(request),
@@ -300,8 +300,16 @@ class TodoServicer:
             if error.write_index is not None:
                 error = in_write(error, f"writes[{error.write_index}].{operation_name(request, error.write_index)}.")
             await abort(context, error)
+        lists = {(change.session_id, change.revision): change.todos for change in written.changes}
         response = pb.BatchWriteResponse()
-        add_results(response.results, outcomes)
+        add_results(
+            response.results,
+            written.outcomes,
+            [
+                lists.get((op.session_id, outcome.revision), ())
+                for op, outcome in zip(operations, written.outcomes, strict=True)
+            ],
+        )
         return response
 
     def _operation(self, index: int, write: pb.Write) -> Operation:

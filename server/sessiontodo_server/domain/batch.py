@@ -57,9 +57,9 @@ class Batch:
     """What the batch asks for, so a reused request id asking for something else is told apart."""
 
 
-@dataclass(frozen=True, slots=True)
-class WriteContext:
-    """What every write carries beside its operations, the same at each layer it passes."""
+class WriteContext(NamedTuple):
+    """What every write carries beside its operations, the same at each layer it passes (a named
+    tuple: one is made on every write)."""
 
     request_id: str
     """A write: its AddTodo's request id (per session). A batch: its tenant-qualified id (``tenant\nid``).

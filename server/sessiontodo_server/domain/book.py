@@ -17,7 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sessiontodo_server.domain import claims, tenancy
 from sessiontodo_server.domain import todos as ops
-from sessiontodo_server.domain.batch import MAX_WRITES, Batch, Create, Operation, Outcome, Remove, Write, WriteContext
+from sessiontodo_server.domain.batch import (
+    MAX_WRITES,
+    Batch,
+    BatchWritten,
+    Create,
+    Operation,
+    Remove,
+    Write,
+    WriteContext,
+)
 from sessiontodo_server.domain.errors import (
     InvalidArgument,
     RequestIdReused,
@@ -538,10 +547,11 @@ class TodoBook:
         fingerprint: str = "",
         origin: str = "",
         tenant: str = tenancy.DEFAULT_TENANT,
-    ) -> tuple[Outcome, ...]:
+    ) -> BatchWritten:
         """Apply operations (each checked on its own by its ``*_operation``) atomically, in order;
         a failing one is named by ``write_index``. A ``request_id`` is ``tenant``'s: another
-        tenant's same id is another batch; ``fingerprint`` tells a retry from a reuse."""
+        tenant's same id is another batch; ``fingerprint`` tells a retry from a reuse.
+        Returns the outcomes, and the changes made (none for a retried request id)."""
         if not operations:
             raise InvalidArgument([("writes", "at least one write")])
         if len(operations) > MAX_WRITES:
@@ -565,7 +575,7 @@ class TodoBook:
             else:
                 self._leases.note(change)
                 self._hub.publish(change)
-        return written.outcomes
+        return written
 
     async def _make_global_list(self, session_id: str) -> None:
         """A tenant's global list is made by its first write (callers check ``_is_tenants_global_list``

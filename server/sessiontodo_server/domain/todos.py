@@ -276,14 +276,26 @@ def replace_all(drafts: Sequence[DraftFields], limits: Limits, prefix: str = "")
         if blocked_by:
             # Blockers all named earlier in the list (the usual plan) can close no cycle, nor name
             # the todo itself; others are checked once the whole list is known.
-            if in_list_order:
-                for blocker in blocked_by:  # a loop: ``seen.issuperset`` builds a set from the tuple
-                    if blocker not in seen:
-                        in_list_order = False
-                        break
+            # One or two blockers (most todos) are looked up by hand: ``seen.issuperset`` would
+            # build a set from the tuple, and a loop costs more than the lookups.
             count = len(blocked_by)
-            if count > 1 and (blocked_by[0] == blocked_by[1] if count == 2 else len(set(blocked_by)) < count):
-                break
+            if count == 1:
+                if in_list_order and blocked_by[0] not in seen:
+                    in_list_order = False
+            elif count == 2:
+                first, second = blocked_by
+                if first == second:
+                    break
+                if in_list_order and (first not in seen or second not in seen):
+                    in_list_order = False
+            else:
+                if len(set(blocked_by)) < count:
+                    break
+                if in_list_order:
+                    for blocker in blocked_by:
+                        if blocker not in seen:
+                            in_list_order = False
+                            break
             blockers.append(blocked_by)
         if description or active_form or owner:
             if _text_violations(description, active_form, owner, "", limits):

@@ -158,7 +158,8 @@ async def test_an_unknown_tool_is_a_tool_error(server: RunningServer, gateway_lo
     async with stdio_peer(server.address, log=gateway_log) as peer:
         result = await peer.call("todo_delete_everything")
     assert error_text(result) == (
-        "not found: no tool 'todo_delete_everything'; the tools are todo_read, todo_write, todo_update"
+        "not found: no tool 'todo_delete_everything'; the tools are todo_read, todo_write, todo_update, "
+        "task_create, task_get, task_list, task_update, task_claim, task_release"
     )
 
 
@@ -175,6 +176,12 @@ async def test_the_tools_are_listed_with_their_schemas(server: RunningServer, ga
         "todo_read": [],
         "todo_write": ["todos"],
         "todo_update": ["id"],
+        "task_create": ["subject"],
+        "task_get": ["task_id"],
+        "task_list": [],
+        "task_update": ["task_id"],
+        "task_claim": ["owner"],
+        "task_release": ["task_id", "owner"],
     }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -96,3 +97,51 @@ async def test_the_mirror_skips_what_it_cannot_apply_and_applies_the_rest(client
     }
     assert (await client.get_todos("ses_good")).todos[0].metadata == {"opencode.status": "blocked"}
     assert [s.session_id for s in await client.list_sessions()] == ["ses_good"]
+
+
+async def test_a_mirrored_todowrite_keeps_the_owners_and_dependencies_set_in_sessiontodo(client: TodoClient) -> None:
+    graph_set = asyncio.Event()
+    plan = [
+        {"content": "Parse", "status": "pending", "priority": "high"},
+        {"content": "Test", "status": "pending", "priority": "low"},
+    ]
+    done = [{**plan[0], "status": "completed"}, plan[1]]
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield frame("session.created", sessionID="ses_graph", info=session("ses_graph", "Graph"))
+        yield frame("todo.updated", sessionID="ses_graph", todos=plan)
+        await graph_set.wait()  # OpenCode's next todowrite comes after an agent claimed and linked over gRPC
+        yield frame("todo.updated", sessionID="ses_graph", todos=done)
+        await asyncio.Event().wait()
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/global/event":
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=frames())
+        if request.url.path == "/session":
+            return httpx.Response(200, json=[session("ses_graph", "Graph")])
+        if request.url.path == "/session/ses_graph":
+            return httpx.Response(200, json=session("ses_graph", "Graph"))
+        if request.url.path == "/session/ses_graph/todo":
+            return httpx.Response(200, json=plan if not graph_set.is_set() else done)
+        return httpx.Response(404, json={"name": "NotFoundError", "data": {"message": "no"}})
+
+    async def listed(statuses: list[str]) -> bool:
+        try:
+            return [t.status for t in (await client.get_todos("ses_graph")).todos] == statuses
+        except NotFound:
+            return False
+
+    async with httpx.AsyncClient(base_url="http://opencode.test", transport=httpx.MockTransport(upstream)) as http:
+        running = asyncio.create_task(OpenCodeImporter(client, http).run())
+        try:
+            await eventually(lambda: listed(["pending", "pending"]), timeout=30)
+            parse, test = (await client.get_todos("ses_graph")).todos
+            await client.update_todo("ses_graph", test.id, add_blocked_by=[parse.id])
+            await client.claim_todo("ses_graph", "agent-1", parse.id)
+            graph_set.set()
+            await eventually(lambda: listed(["completed", "pending"]), timeout=30)
+        finally:
+            running.cancel()
+
+    stored = (await client.get_todos("ses_graph")).todos
+    assert [(t.id, t.owner, t.blocked_by) for t in stored] == [(parse.id, "agent-1", []), (test.id, "", [parse.id])]

@@ -383,3 +383,29 @@ async def test_a_session_reports_the_version_pyproject_declares(http: httpx.Asyn
     response = await http.post("/session", json={"id": "ses_version"})
 
     assert response.json()["version"] == f"sessiontodo-{declared}"
+
+
+async def test_a_todowrite_keeps_the_owners_and_dependencies_of_the_todos_it_continues(
+    http: httpx.AsyncClient, client: TodoClient
+) -> None:
+    await create(http, "ses_graph")
+    await client.replace_todos(
+        "ses_graph",
+        [
+            Todo(id="parse", content="Parse", description="LL(1)", active_form="Parsing"),
+            Todo(id="test", content="Test", blocked_by=["parse"]),
+            Todo(id="drop", content="Drop"),
+        ],
+    )
+    await client.claim_todo("ses_graph", "agent-1", "parse")
+    # As OpenCode's todowrite sends it: no ids, the list as the model wrote it (one todo left out).
+    body = [{"content": "Parse", "status": "completed", "priority": "high"}, *todos("Test")]
+
+    response = await http.put("/session/ses_graph/todo", json=body)
+
+    assert response.status_code == 200
+    stored = (await client.get_todos("ses_graph")).todos
+    assert [(t.id, t.status, t.owner, t.description, t.active_form, t.blocked_by) for t in stored] == [
+        ("parse", TodoStatus.COMPLETED, "agent-1", "LL(1)", "Parsing", []),
+        ("test", TodoStatus.PENDING, "", "", "", ["parse"]),
+    ]

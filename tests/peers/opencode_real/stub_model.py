@@ -16,6 +16,13 @@ scripted by the prompt, the same way for both APIs:
 - anything else (the tool's result came back, a title request without tools): plain text,
   ``TITLE`` for a request without tools.
 
+A prompt may script several tool calls instead (build it with ``calls_prompt``): the JSON list
+after ``CALLS:`` holds ``{"tool": name, "arguments": {...}}`` entries, answered one per request, the
+next one once the previous one's result came back; ``tool`` matches an offered tool by name or by its
+suffix (``task_create`` is Qwen Code's ``mcp__sessiontodo__task_create``). A string argument
+``"$2.todo.id"`` stands for that value of the third call's result (its text, read as JSON), so a
+script can use the ids the tools return. After the last call comes ``FINAL_TEXT``.
+
 Streaming (OpenAI: SSE chunks then ``data: [DONE]``; Anthropic: its named SSE events) and
 non-streaming answers are served, whichever the request asks for. The server runs in its own
 thread, so a test that blocks its event loop never stalls an agent; every request body is kept
@@ -35,6 +42,7 @@ MODEL_ID = "stub-model"
 TITLE = "Todo stub session"
 FINAL_TEXT = "The todo list is written."
 TODOS_MARKER = "TODOS:"
+CALLS_MARKER = "CALLS:"
 
 DEFAULT_TODOS: list[dict[str, str]] = [
     {"content": "Write the failing test", "status": "completed", "priority": "high"},
@@ -47,6 +55,11 @@ DEFAULT_TODOS: list[dict[str, str]] = [
 def todo_prompt(todos: Sequence[Mapping[str, Any]]) -> str:
     """A prompt that makes the stub call the offered todo tool with exactly ``todos``."""
     return f"Plan the work with the todo tool. {TODOS_MARKER} {json.dumps(list(todos))}"
+
+
+def calls_prompt(calls: Sequence[Mapping[str, Any]]) -> str:
+    """A prompt that makes the stub make exactly ``calls`` (``{"tool", "arguments"}``), one per turn."""
+    return f"Work through the task list with the task tools. {CALLS_MARKER} {json.dumps(list(calls))}"
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
@@ -102,19 +115,88 @@ def todos_asked_for(
     return offered[0], todos
 
 
+def _tool_result_text(message: Mapping[str, Any]) -> str:
+    """The text of a tool result: OpenAI's ``tool`` message, or an Anthropic ``tool_result`` block."""
+    if message.get("role") == "tool":
+        return _text_of(message)
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            return _text_of(block) if isinstance(block.get("content"), list) else str(block.get("content", ""))
+    return ""
+
+
+def _json_in(text: str) -> Any:
+    """The JSON value a tool result's text holds, or starts holding at its first ``{``."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        start = text.find("{")
+        return json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else None
+
+
+def _resolved(value: Any, results: Sequence[str]) -> Any:
+    """``value`` with each ``"$<n>.<path>"`` string replaced by that value of the n-th tool result."""
+    if isinstance(value, dict):
+        return {key: _resolved(item, results) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolved(item, results) for item in value]
+    if isinstance(value, str) and value.startswith("$") and value[1:2].isdigit():
+        number, *path = value[1:].split(".")
+        found = _json_in(results[int(number)])
+        for key in path:
+            found = found[int(key)] if isinstance(found, list) else found[key]
+        return found
+    return value
+
+
+def _scripted(request: Mapping[str, Any]) -> bool:
+    """Whether a user message scripts the calls (then the todo tool is never called on its own)."""
+    messages = request.get("messages") or []
+    return any(m.get("role") == "user" and CALLS_MARKER in _text_of(m) for m in messages)
+
+
+def call_asked_for(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The next scripted call (offered tool name, arguments) of the last user message with ``CALLS:``,
+    or None: no script, a tool it names is not offered, or every call was made."""
+    offered = [name for name in map(_tool_name, request.get("tools") or ()) if name]
+    messages = request.get("messages") or []
+    asking = next(
+        (
+            i
+            for i in reversed(range(len(messages)))
+            if messages[i].get("role") == "user" and CALLS_MARKER in _text_of(messages[i])
+        ),
+        None,
+    )
+    if asking is None:
+        return None
+    calls = json.JSONDecoder().raw_decode(_text_of(messages[asking]).split(CALLS_MARKER, 1)[1].lstrip())[0]
+    results = [_tool_result_text(m) for m in messages[asking + 1 :] if _is_tool_result(m)]
+    if len(results) >= len(calls):
+        return None
+    call = calls[len(results)]
+    name = next((name for name in offered if name == call["tool"] or name.endswith(f"__{call['tool']}")), None)
+    return None if name is None else (name, _resolved(call["arguments"], results))
+
+
 class _Decision:
-    """What the stub answers a request with, whichever API renders it: one todo tool call, or text."""
+    """What the stub answers a request with, whichever API renders it: one tool call, or text."""
 
     def __init__(self, request: Mapping[str, Any], call_number: int, tools: Sequence[str]) -> None:
-        asked = todos_asked_for(request, tools)
+        asked: tuple[str, dict[str, Any]] | None = None
+        if _scripted(request):
+            asked = call_asked_for(request)
+        elif (todos := todos_asked_for(request, tools)) is not None:
+            asked = todos[0], {"todos": todos[1]}
         self.tool = asked[0] if asked is not None else ""
-        self.todos = asked[1] if asked is not None else None
+        self.input = asked[1] if asked is not None else None
         self.call_number = call_number
         self.text = TITLE if not request.get("tools") else FINAL_TEXT
 
     @property
     def arguments(self) -> str:
-        return json.dumps({"todos": self.todos})
+        return json.dumps(self.input)
 
 
 class _Answer(_Decision):
@@ -125,22 +207,22 @@ class _Answer(_Decision):
         self.id = f"chatcmpl-stub{call_number}"
         self.created = int(time.time())
         self.call_id = f"call_stub{call_number}"
-        self.finish_reason = "tool_calls" if self.todos is not None else "stop"
+        self.finish_reason = "tool_calls" if self.input is not None else "stop"
         self.usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
     def _tool_call(self) -> dict[str, Any]:
         return {"id": self.call_id, "type": "function", "function": {"name": self.tool, "arguments": self.arguments}}
 
     def completion(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": None if self.todos is not None else self.text}
-        if self.todos is not None:
+        message: dict[str, Any] = {"role": "assistant", "content": None if self.input is not None else self.text}
+        if self.input is not None:
             message["tool_calls"] = [self._tool_call()]
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
         return self._envelope("chat.completion", choice) | {"usage": self.usage}
 
     def chunks(self, include_usage: bool) -> Iterator[dict[str, Any]]:
         yield self._chunk({"role": "assistant", "content": ""})
-        if self.todos is not None:
+        if self.input is not None:
             yield self._chunk({"tool_calls": [{"index": 0, **self._tool_call()}]})
         else:
             yield self._chunk({"content": self.text})
@@ -165,17 +247,17 @@ class _Message(_Decision):
         super().__init__(request, call_number, tools)
         self.id = f"msg_stub{call_number}"
         self.model = str(request.get("model") or MODEL_ID)
-        self.stop_reason = "tool_use" if self.todos is not None else "end_turn"
+        self.stop_reason = "tool_use" if self.input is not None else "end_turn"
         self.usage = {"input_tokens": 10, "output_tokens": 5}
 
     def _block(self) -> dict[str, Any]:
-        if self.todos is not None:
+        if self.input is not None:
             return {"type": "tool_use", "id": f"toolu_stub{self.call_number}", "name": self.tool, "input": {}}
         return {"type": "text", "text": ""}
 
     def message(self) -> dict[str, Any]:
         block = self._block()
-        block.update({"input": {"todos": self.todos}} if self.todos is not None else {"text": self.text})
+        block.update({"input": self.input} if self.input is not None else {"text": self.text})
         return self._head() | {"content": [block], "stop_reason": self.stop_reason, "usage": self.usage}
 
     def _head(self) -> dict[str, Any]:
@@ -185,7 +267,7 @@ class _Message(_Decision):
         start = self._head() | {"content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
         yield "message_start", {"type": "message_start", "message": start}
         yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": self._block()}
-        if self.todos is not None:
+        if self.input is not None:
             delta = {"type": "input_json_delta", "partial_json": self.arguments}
         else:
             delta = {"type": "text_delta", "text": self.text}

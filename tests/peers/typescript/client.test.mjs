@@ -13,6 +13,7 @@ import { reader, rejection, required, sessiontodo } from './support.mjs';
 const {
   Aborted,
   ChannelSecurity,
+  ClaimRefused,
   Code,
   FailedPrecondition,
   FeedPosition,
@@ -158,6 +159,116 @@ describe('todos', () => {
 
   test('a status this client has no name for is refused before any call', async () => {
     await assert.rejects(client.replaceTodos('ts-nobody', [{ content: 'x', status: 'done' }]), TypeError);
+  });
+});
+
+describe('task graphs', () => {
+  /** A session whose list is a graph: parser ← tests ← docs (each waits for the one before). */
+  async function graph() {
+    const sessionId = await newSession();
+    const { todos } = await client.replaceTodos(sessionId, [
+      { id: 'parser', content: 'Write the parser', description: 'LL(1)', activeForm: 'Writing the parser' },
+      { id: 'tests', content: 'Write the tests', blockedBy: ['parser'] },
+      { id: 'docs', content: 'Write the docs', blockedBy: ['tests'] },
+    ]);
+    return { sessionId, todos };
+  }
+
+  test('a todo carries its description, active form, owner and blockers, and what it blocks', async () => {
+    const { todos } = await graph();
+    const [parser, tests] = todos;
+    assert.deepEqual(
+      [parser.description, parser.activeForm, parser.owner, parser.blocks],
+      ['LL(1)', 'Writing the parser', '', ['tests']],
+    );
+    assert.deepEqual(tests.blockedBy, ['parser']);
+  });
+
+  test('a ready read lists only the todos free to take, an owner read only that owner\'s', async () => {
+    const { sessionId } = await graph();
+    assert.deepEqual((await client.getTodos(sessionId, { ready: true })).todos.map((t) => t.id), ['parser']);
+    await client.claimTodo(sessionId, { owner: 'w1' });
+    assert.deepEqual((await client.getTodos(sessionId, { owner: 'w1' })).todos.map((t) => t.id), ['parser']);
+    assert.deepEqual((await client.getTodos(sessionId, { ready: true })).todos, []);
+  });
+
+  test('a claim without a todo takes the first ready one; with none ready the answer has no todo', async () => {
+    const { sessionId } = await graph();
+    const claim = await client.claimTodo(sessionId, { owner: 'w1', leaseMs: 60_000 });
+    assert.deepEqual([claim.todo.id, claim.todo.owner, claim.todo.status, claim.changed], ['parser', 'w1', 'in_progress', true]);
+    assert.equal(claim.todo.leaseDurationMs, 60_000);
+    assert.ok(claim.todo.leaseExpiresAt instanceof Date);
+    const nothing = await client.claimTodo(sessionId, { owner: 'w2' });
+    assert.deepEqual([nothing.todo, nothing.changed], [undefined, false]);
+  });
+
+  test('a taken todo is refused as TODO_TAKEN naming its owner', async () => {
+    const { sessionId } = await graph();
+    await client.claimTodo(sessionId, { owner: 'w1', todoId: 'parser' });
+    const error = await rejection(client.claimTodo(sessionId, { owner: 'w2', todoId: 'parser' }));
+    assert.ok(error instanceof ClaimRefused);
+    assert.ok(error instanceof FailedPrecondition);
+    assert.deepEqual([error.reason, error.owner], ['TODO_TAKEN', 'w1']);
+  });
+
+  test('a blocked todo is refused as TODO_BLOCKED naming its unfinished blockers', async () => {
+    const { sessionId } = await graph();
+    const error = await rejection(client.claimTodo(sessionId, { owner: 'w1', todoId: 'tests' }));
+    assert.ok(error instanceof ClaimRefused);
+    assert.deepEqual([error.reason, error.blockedBy], ['TODO_BLOCKED', ['parser']]);
+  });
+
+  test('a claim repeated with its request id returns the first claim and claims nothing more', async () => {
+    const { sessionId } = await graph();
+    await client.updateTodo(sessionId, 'tests', { removeBlockedBy: ['parser'] });
+    const requestId = randomUUID();
+    const first = await client.claimTodo(sessionId, { owner: 'w1', requestId });
+    const again = await client.claimTodo(sessionId, { owner: 'w1', requestId });
+    assert.equal(again.todo.id, first.todo.id);
+    assert.deepEqual((await client.getTodos(sessionId, { owner: 'w1' })).todos.map((t) => t.id), [first.todo.id]);
+  });
+
+  test('a released todo is pending and unowned again; a release by another owner is CLAIM_NOT_HELD', async () => {
+    const { sessionId } = await graph();
+    await client.claimTodo(sessionId, { owner: 'w1' });
+    const error = await rejection(client.releaseTodo(sessionId, 'parser', { owner: 'w2' }));
+    assert.ok(error instanceof ClaimRefused);
+    assert.deepEqual([error.reason, error.owner], ['CLAIM_NOT_HELD', 'w1']);
+    const released = await client.releaseTodo(sessionId, 'parser', { owner: 'w1' });
+    assert.deepEqual([released.todo.status, released.todo.owner], ['pending', '']);
+  });
+
+  test('a renewal moves the lease on', async () => {
+    const { sessionId } = await graph();
+    const claim = await client.claimTodo(sessionId, { owner: 'w1', leaseMs: 5_000 });
+    const renewed = await client.renewClaim(sessionId, 'parser', { owner: 'w1', leaseMs: 60_000 });
+    assert.equal(renewed.todo.leaseDurationMs, 60_000);
+    assert.ok(renewed.todo.leaseExpiresAt > claim.todo.leaseExpiresAt);
+  });
+
+  test('blockers are linked and unlinked by updates; a cycle is INVALID_ARGUMENT naming the field', async () => {
+    const { sessionId } = await graph();
+    const linked = await client.updateTodo(sessionId, 'docs', { addBlockedBy: ['parser'] });
+    assert.deepEqual(linked.todo.blockedBy, ['tests', 'parser']);
+    const unlinked = await client.updateTodo(sessionId, 'docs', { removeBlockedBy: ['tests'] });
+    assert.deepEqual(unlinked.todo.blockedBy, ['parser']);
+    const error = await rejection(client.updateTodo(sessionId, 'parser', { addBlockedBy: ['docs'] }));
+    assert.ok(error instanceof InvalidArgument);
+    assert.equal(error.violations[0].field, 'add_blocked_by[0]');
+  });
+
+  test('a batch carries claims, renewals and releases, typed by their kind', async () => {
+    const { sessionId } = await graph();
+    const [claimed, renewed, released, reclaimed] = await client.batchWrite([
+      { kind: 'claim_todo', sessionId, owner: 'w1', leaseMs: 30_000 },
+      { kind: 'renew_claim', sessionId, todoId: 'parser', owner: 'w1' },
+      { kind: 'release_todo', sessionId, todoId: 'parser', owner: 'w1' },
+      { kind: 'claim_todo', sessionId, owner: 'w2', todoId: 'parser' },
+    ]);
+    assert.deepEqual(
+      [claimed.kind, claimed.todo.id, renewed.todo.owner, released.todo.owner, reclaimed.todo.owner],
+      ['claim_todo', 'parser', 'w1', '', 'w2'],
+    );
   });
 });
 

@@ -1,12 +1,15 @@
-// The selected session: its todos (status and priority as colour and words), metadata on demand,
-// recent changes, and the edits. Every edit sends the revision shown; when someone else changed
-// the list first the board answers 409 with the list as it is now, which replaces the one shown.
+// The selected session: its todos (status and priority as colour and words), who works on each and
+// what each waits for ("blocked by #3"), metadata on demand, recent changes, and the edits. Every
+// edit sends the revision shown; when someone else changed the list first the board answers 409
+// with the list as it is now, which replaces the one shown. Claims send no revision: a claim is
+// atomic, and a refused one (taken, blocked) answers 409 with the reason and the list now.
 
 import { ApiError, request, sessionPath, todoPath } from './api.js';
 import { el, fill, flash, show } from './dom.js';
 import { PRIORITIES, STATUSES, ago, duration, sessionTitle, when } from './format.js';
 
 const LABEL_TEXT_LENGTH = 60;
+const OWNER_KEY = 'sessiontodo.owner';
 
 export class DetailPanel {
   /** `parts`: the elements of index.html's detail section, by name. */
@@ -24,6 +27,8 @@ export class DetailPanel {
       this.add();
     });
     parts.noticeClose.addEventListener('click', () => show(parts.notice, false));
+    parts.ownerName.value = localStorage.getItem(OWNER_KEY) ?? '';
+    parts.ownerName.addEventListener('change', () => localStorage.setItem(OWNER_KEY, parts.ownerName.value.trim()));
   }
 
   /** Select a session: read its list and changes from the board. */
@@ -126,7 +131,7 @@ export class DetailPanel {
     const seen = new Set();
     todos.forEach((todo, index) => {
       const row = this.rows.get(todo.id) ?? this.makeRow(todo);
-      this.paintRow(row, todo, index, todos.length);
+      this.paintRow(row, todo, index, todos);
       if (list.children[index] !== row.item) list.insertBefore(row.item, list.children[index] ?? null);
       seen.add(todo.id);
     });
@@ -139,6 +144,8 @@ export class DetailPanel {
     if (focused instanceof HTMLElement && focused.isConnected && document.activeElement !== focused) focused.focus();
     const done = todos.filter((todo) => todo.status === 'completed').length;
     this.parts.todoCount.textContent = `${done}/${todos.filter((todo) => todo.status !== 'cancelled').length}`;
+    const ready = todos.filter((todo) => todo.ready).length;
+    this.parts.readyCount.textContent = ready ? `· ${ready} ready` : '';
     show(this.parts.todosEmpty, todos.length === 0);
   }
 
@@ -172,6 +179,12 @@ export class DetailPanel {
       up: el('button', { type: 'button', class: 'quiet' }, '↑'),
       down: el('button', { type: 'button', class: 'quiet' }, '↓'),
       remove: el('button', { type: 'button', class: 'quiet danger' }, 'Remove'),
+      claim: el('button', { type: 'button', class: 'quiet claim' }, 'Claim'),
+      release: el('button', { type: 'button', class: 'quiet release' }, 'Release'),
+      owner: el('span', { class: 'owner' }),
+      readyBadge: el('span', { class: 'ready-badge' }, 'ready'),
+      blockers: el('span', { class: 'blockers' }),
+      link: el('select', { class: 'link' }),
       metadataSummary: el('summary'),
       metadataFields: el('dl'),
       form: null,
@@ -181,7 +194,8 @@ export class DetailPanel {
     row.item = el(
       'li',
       { class: 'todo', dataset: { todoId: todo.id } },
-      el('div', { class: 'todo-main' }, row.status, row.priority, row.content, el('span', { class: 'actions' }, row.edit, row.up, row.down, row.remove)),
+      el('div', { class: 'todo-main' }, row.status, row.priority, row.content, el('span', { class: 'actions' }, row.claim, row.release, row.edit, row.up, row.down, row.remove)),
+      el('div', { class: 'todo-graph' }, row.readyBadge, row.owner, row.blockers, row.link),
       row.metadata,
     );
     row.status.addEventListener('change', () => this.update(row, { status: row.status.value }));
@@ -190,11 +204,20 @@ export class DetailPanel {
     row.up.addEventListener('click', () => this.move(row.todo.id, -1));
     row.down.addEventListener('click', () => this.move(row.todo.id, 1));
     row.remove.addEventListener('click', () => this.edit('DELETE', todoPath(this.sessionId, row.todo.id), {}));
+    row.claim.addEventListener('click', () => this.claim(row));
+    // Release gives the todo back whoever holds it: a person frees what a stopped agent left claimed.
+    row.release.addEventListener('click', () => this.edit('POST', `${todoPath(this.sessionId, row.todo.id)}/release`, { owner: row.todo.owner }, null));
+    row.link.addEventListener('change', () => {
+      const blocker = row.link.value;
+      row.link.value = '';
+      if (blocker) this.update(row, { add_blocked_by: [blocker] });
+    });
     this.rows.set(todo.id, row);
     return row;
   }
 
-  paintRow(row, todo, index, count) {
+  paintRow(row, todo, index, todos) {
+    const count = todos.length;
     row.todo = todo;
     const name = shortened(todo.content);
     row.item.dataset.status = todo.status;
@@ -207,6 +230,10 @@ export class DetailPanel {
     row.up.setAttribute('aria-label', `Move “${name}” up`);
     row.down.setAttribute('aria-label', `Move “${name}” down`);
     row.remove.setAttribute('aria-label', `Remove “${name}”`);
+    row.claim.setAttribute('aria-label', `Claim “${name}”`);
+    row.release.setAttribute('aria-label', `Release “${name}”`);
+    row.link.setAttribute('aria-label', `Make “${name}” wait for another todo`);
+    this.paintGraph(row, todo, todos);
     row.up.disabled = index === 0;
     row.down.disabled = index === count - 1;
     if (!row.form) row.content.textContent = todo.content;
@@ -214,6 +241,47 @@ export class DetailPanel {
     show(row.metadata, metadata.length > 0);
     row.metadataSummary.textContent = `Metadata (${metadata.length})`;
     fill(row.metadataFields, metadata.map(([key, value]) => [el('dt', {}, key), el('dd', {}, value)]));
+  }
+
+  /** Who works on the todo, whether it is ready, what it waits for (each blocker by its number in the list,
+   * struck when finished, with a button to stop waiting for it), and the choice of a todo to wait for. */
+  paintGraph(row, todo, todos) {
+    const numbers = new Map(todos.map((other, position) => [other.id, position + 1]));
+    const byId = new Map(todos.map((other) => [other.id, other]));
+    const name = shortened(todo.content);
+    row.item.dataset.ready = String(todo.ready);
+    row.item.dataset.owner = todo.owner;
+    show(row.readyBadge, todo.ready);
+    show(row.claim, todo.ready);
+    show(row.release, todo.owner !== '');
+    show(row.owner, todo.owner !== '');
+    row.owner.textContent = todo.owner ? `● ${todo.owner}` : '';
+    row.owner.title = todo.lease_expires_at ? `claim lapses ${when(todo.lease_expires_at)} unless renewed` : '';
+    const chips = todo.blocked_by.map((blocker) => {
+      const number = numbers.has(blocker) ? `#${numbers.get(blocker)}` : blocker;
+      const finished = ['completed', 'cancelled'].includes(byId.get(blocker)?.status);
+      const unlink = el('button', { type: 'button', class: 'quiet unlink', 'aria-label': `Stop “${name}” waiting for ${number}` }, '×');
+      unlink.addEventListener('click', () => this.update(row, { remove_blocked_by: [blocker] }));
+      return el('span', { class: finished ? 'blocker finished' : 'blocker', dataset: { blocker } }, el('span', { class: 'ref' }, number), unlink);
+    });
+    fill(row.blockers, chips.length ? ['blocked by ', ...chips] : []);
+    show(row.blockers, chips.length > 0);
+    const choices = todos
+      .filter((other) => other.id !== todo.id && !todo.blocked_by.includes(other.id))
+      .map((other) => el('option', { value: other.id }, `#${numbers.get(other.id)} ${shortened(other.content)}`));
+    if (row.link !== document.activeElement) fill(row.link, el('option', { value: '' }, 'Wait for…'), choices);
+    show(row.link, choices.length > 0);
+  }
+
+  claim(row) {
+    const owner = this.parts.ownerName.value.trim();
+    if (!owner) {
+      this.notify('Type your name in “Claim as” first: a claim says who works on the todo.', 'error');
+      this.parts.ownerName.focus();
+      return false;
+    }
+    localStorage.setItem(OWNER_KEY, owner);
+    return this.edit('POST', `${todoPath(this.sessionId, row.todo.id)}/claim`, { owner }, null);
   }
 
   gone(message) {
@@ -300,20 +368,25 @@ export class DetailPanel {
     if (added) input.value = '';
   }
 
-  /** Send one edit with the revision shown (or given); show the answer, or the list as it is now on a conflict. */
+  /** Send one edit with the revision shown (or given; null: none, for claims); show the answer, or the list as
+   * it is now on a conflict or a refused claim. */
   async edit(method, path, body, expectedRevision = this.detail?.session.revision) {
     if (!this.detail || this.removed) return false;
     const sessionId = this.sessionId;
     this.parts.todos.setAttribute('aria-busy', 'true');
     try {
-      const detail = await request(method, path, { ...body, expected_revision: expectedRevision });
+      const payload = expectedRevision === null ? body : { ...body, expected_revision: expectedRevision };
+      const detail = await request(method, path, payload);
       if (this.sessionId !== sessionId) return true;
       show(this.parts.notice, false);
       if (detail.session.revision >= this.detail.session.revision) this.render(detail);
       return true;
     } catch (error) {
       if (this.sessionId !== sessionId) return false;
-      if (error instanceof ApiError && error.status === 409 && error.body?.current) {
+      if (error instanceof ApiError && error.status === 409 && error.body?.name === 'ClaimRefusedError' && error.body.current) {
+        this.render(error.body.current);
+        this.notify(error.message, 'conflict');
+      } else if (error instanceof ApiError && error.status === 409 && error.body?.current) {
         const current = error.body.current;
         this.render(current);
         const by = current.session.origin ? ` by ${current.session.origin}` : '';

@@ -29,6 +29,8 @@ const detail = new DetailPanel({
   todos: $('todos'),
   todosEmpty: $('todos-empty'),
   todoCount: $('todo-count'),
+  readyCount: $('ready-count'),
+  ownerName: $('owner-name'),
   addForm: $('add-form'),
   addContent: $('add-content'),
   addPriority: $('add-priority'),
