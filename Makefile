@@ -20,7 +20,7 @@ setup: $(VENV)/.installed $(GENERATED)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[opencode,acp,mcp,redis,bench,tracing,ctl,dev]'
+	$(BIN)/pip install --quiet -e '.[opencode,acp,mcp,redis,bench,tracing,ctl,claude,dev]'
 	touch $@
 
 # The build hook the wheel uses, run as a script: one way to generate.

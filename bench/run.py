@@ -30,6 +30,7 @@ import grpc
 
 from batching import batching_rows, measure_batching
 from big_lists import big_list_isolation_rows, measure_big_list_isolation
+from claude_code import claude_cli_available, claude_code_rows, measure_claude_code
 from etcd import EtcdProcess, etcd_binary
 from etcd_store import etcd_store_rows, measure_etcd_store
 from graphs import measure_graphs
@@ -92,6 +93,7 @@ class Sizes:
     big_list_samples: int
     opencode_sessions: int
     opencode_samples: int
+    claude_samples: int
     web_sessions: int
     web_todos: int
     web_pages: int
@@ -126,6 +128,7 @@ FULL = Sizes(
     big_list_samples=200,
     opencode_sessions=10_000,
     opencode_samples=300,
+    claude_samples=200,
     web_sessions=1000,
     web_todos=20,
     web_pages=50,
@@ -159,6 +162,7 @@ QUICK = Sizes(
     big_list_samples=20,
     opencode_sessions=200,
     opencode_samples=20,
+    claude_samples=20,
     web_sessions=50,
     web_todos=20,
     web_pages=2,
@@ -307,6 +311,12 @@ async def measure(sizes: Sizes, scratch: Path) -> tuple[list[Row], dict[str, obj
         plotted["web"] = web
     else:
         progress("figure 13 skipped: node, playwright-core (npm ci) or chromium is missing")
+
+    if claude_cli_available():
+        progress("figure 18: Claude Code's task tool call to the change on a WatchTodos stream (sessiontodo-claude)")
+        figures[18] = claude_code_rows(await measure_claude_code(sizes.claude_samples), sizes.claude_samples)
+    else:
+        progress("figure 18 skipped: the Claude Code CLI is missing (npm ci)")
 
     progress("figure 15: batched writes: 50 single-todo writes per BatchWrite against unary calls and etcd puts")
     figures[15] = await measure_batched(sizes, scratch, cpus)

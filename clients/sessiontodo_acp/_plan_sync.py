@@ -78,6 +78,7 @@ from sessiontodo_client import (
     TodoList,
     WatchEvent,
 )
+from sessiontodo_client.plans import keeping_graph
 from sessiontodo_client.retry import DEFAULT_RETRY
 
 log = logging.getLogger(__name__)
@@ -421,9 +422,8 @@ class PlanSync:
         agent replays, its truth) the list replaced; then tell the editor the merged result if it differs."""
         try:
             if replace:
-                stored = await self._todos.replace_todos(
-                    session_id, keep_known_ids(todos, session.stored), origin=self.origin
-                )
+                replayed = keeping_graph(keep_known_ids(todos, session.stored), session.stored)
+                stored = await self._todos.replace_todos(session_id, replayed, origin=self.origin)
                 session.agent_plan = stored.todos
             else:
                 stored = await self._merge(session_id, session, todos)

@@ -9,12 +9,15 @@ the session's current list, by todo id, else by content (``keep_known_ids``):
 - a todo of the base missing from the plan was removed by the agent: it is removed;
 - a todo of the plan that is in the base keeps every field the agent did not change from the
   current list (another client's status, content, priority, metadata, and every field ACP does
-  not carry), and takes the fields the agent changed; one removed elsewhere stays removed;
+  not carry: description, active form, owner, blockers), and takes the fields the agent changed;
+  one removed elsewhere stays removed;
 - a todo of the plan that is not in the base is the agent's addition: added after the todo that
   precedes it in the plan (a todo another client added with the same content is taken as it);
 - a todo of the current list that is not in the base (another client's addition) stays, and keeps
   its place;
-- order: the current list's, unless the agent reordered the todos it kept, then the plan's.
+- order: the current list's, unless the agent reordered the todos it kept, then the plan's;
+- a blocker (``blocked_by``) naming a todo the merged list no longer holds is dropped, as removing
+  that todo would have dropped it.
 
 When nobody else wrote since the base, the result is exactly the plan. Pure: no I/O.
 """
@@ -66,6 +69,16 @@ def _changed(entry: Todo, previous: Todo | None, current: Todo) -> Todo:
         others = {key: value for key, value in current.metadata.items() if not key.startswith(AGENT_METADATA_PREFIX)}
         update["metadata"] = {**others, **agent_metadata}
     return current.model_copy(update=update) if update else current
+
+
+def _without_lost_blockers(todos: list[Todo]) -> list[Todo]:
+    ids = {todo.id for todo in todos if todo.id}
+    return [
+        todo
+        if all(blocker in ids for blocker in todo.blocked_by)
+        else todo.model_copy(update={"blocked_by": [blocker for blocker in todo.blocked_by if blocker in ids]})
+        for todo in todos
+    ]
 
 
 def _insert_near(order: list[_Key], key: _Key, before: Sequence[_Key], after: Sequence[_Key]) -> None:
@@ -125,6 +138,6 @@ def merge_plan(base: Sequence[Todo], plan: Sequence[Todo], current: Sequence[Tod
             by_key[key] = todo
         else:
             by_key[key] = _changed(todo, base_by_id.get(todo.id), current_by_id[todo.id])
-    todos = [by_key[key] if key in by_key else current_by_id[str(key)] for key in order]
+    todos = _without_lost_blockers([by_key[key] if key in by_key else current_by_id[str(key)] for key in order])
     position = {key: index for index, key in enumerate(order)}
     return MergedPlan(todos=todos, plan=resolved, positions=[position.get(key) for key in keys])

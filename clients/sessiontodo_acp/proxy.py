@@ -39,6 +39,9 @@ _TAIL_TIMEOUT = 2.0
 """Seconds to finish forwarding the agent's output after it exited (a grandchild may hold the pipe)."""
 WATCH_RECONNECT_MAX = 0.3
 """Longest wait, in seconds, before a watch (and the channel) tries sessiontodo again after losing it."""
+WRITE_READY_TIMEOUT = 0.5
+"""Longest wait, in seconds, of one write for a channel that is not connected: then it fails, and its job retries
+(or gives way to a newer plan or a removal queued behind it)."""
 _BACKLOG_LIMIT = 10_000
 """Messages kept for the plan sync while it loads; beyond that they are forwarded unobserved."""
 
@@ -161,6 +164,7 @@ class AcpPlanProxy:
             self._settings.sessiontodo_address,
             retry=dataclasses.replace(policy, attempts=1, initial=min(policy.initial, reconnect), maximum=reconnect),
             security=self._settings.channel_security(),
+            ready_timeout=WRITE_READY_TIMEOUT,  # the jobs retry: a write must not sit 10 s on a channel that is down
         )
         plan_sync = PlanSync(self._todos, self._to_editor, policy, idle_ttl=self._settings.session_idle_ttl())
         backlog, self._backlog = self._backlog or [], []

@@ -29,7 +29,9 @@ class PlanSink:
     the queue in order, every one of them, so updates are never applied out of order and none
     is lost. While sessiontodo is unreachable the latest plan is retried with backoff until it
     is stored, however long that takes (an older plan that is failing gives way to a newer one);
-    errors are logged, never raised into the ACP connection.
+    errors are logged, never raised into the ACP connection. Give it a client whose calls wait
+    briefly for a connection (``TodoClient.connect(…, ready_timeout=0.5)``): the sink retries on
+    its own, and a write waiting the client's whole timeout holds up the plans behind it.
     """
 
     def __init__(self, todos: TodoClient, backoff: RetryPolicy = DEFAULT_RETRY) -> None:

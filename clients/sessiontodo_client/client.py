@@ -92,7 +92,9 @@ class TodoClient:
 
     Each unary call first waits for the channel to be ready, within its ``timeout``
     (``sessiontodo_client.readiness``): a server that is starting or restarting costs a wait, told
-    once on the log, not an error. ``target`` only names the server in that line.
+    once on the log, not an error. ``target`` only names the server in that line. ``ready_timeout``
+    caps that wait below the call's timeout, for a caller that retries on its own schedule (the ACP
+    proxy's write queues): past it the call fails at once with ``NotReady``, having sent nothing.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class TodoClient:
         timeout: float = 10.0,
         *,
         target: str = "",
+        ready_timeout: float | None = None,
     ) -> None:
         self._stub = pb_grpc.TodoServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
@@ -109,6 +112,7 @@ class TodoClient:
         self._readiness = ChannelReadiness(channel, target)
         self._retry = retry
         self._timeout = timeout
+        self._ready_timeout = timeout if ready_timeout is None else min(ready_timeout, timeout)
 
     @classmethod
     def connect(
@@ -118,6 +122,7 @@ class TodoClient:
         timeout: float = 10.0,
         *,
         security: ChannelSecurity = ChannelSecurity(),
+        ready_timeout: float | None = None,
     ) -> TodoClient:
         """A client on a new channel to ``target`` (``host:port``; a host alone: port 50051), pinging idle
         connections; TLS, client certificate and bearer token as ``security`` says (default: plaintext, anonymous).
@@ -139,7 +144,7 @@ class TodoClient:
             channel = grpc.aio.insecure_channel(target, options=options)
         else:
             channel = grpc.aio.secure_channel(target, credentials, options=options)
-        return cls(channel, retry, timeout, target=target)
+        return cls(channel, retry, timeout, target=target, ready_timeout=ready_timeout)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -158,7 +163,9 @@ class TodoClient:
         harmless, since UNAVAILABLE can also come after the server applied a write."""
 
         async def once() -> T:
-            timeout = await self._readiness.wait(self._timeout) if wait else self._timeout
+            timeout = self._timeout
+            if wait:
+                timeout -= self._ready_timeout - await self._readiness.wait(self._ready_timeout)
             return await rpc(request, timeout=timeout)
 
         def on_retry(error: BaseException, delay: float) -> None:

@@ -7,7 +7,6 @@ typed client's own, so the CLI and the library can never disagree about the wire
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -56,50 +55,51 @@ ORIGIN = "sessiontodoctl"
 """Every write says it came from here, so gateways and feeds can tell an operator's hand."""
 
 
+RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]
+"""Try a refused connection again within half a second: gRPC's own backoff grows to 120 s, and a command
+waiting for a starting server would see it late."""
+
+
 def open_channel(address: str, security: ChannelSecurity) -> grpc.Channel:
     """Plaintext by default (the server listens on loopback); TLS, client certificate and token as
     ``security`` says, by the typed client's rules. Raises ``ValueError`` for a token that would
     travel in plaintext to anything but a loopback address."""
     credentials = security.credentials(address)
-    return grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    if credentials is None:
+        return grpc.insecure_channel(address, options=RECONNECT_OPTIONS)
+    return grpc.secure_channel(address, credentials, options=RECONNECT_OPTIONS)
 
 
 class ServerWait:
-    """Holds the first call until the channel is ready, within the call's timeout, so a command run while
-    sessiontodo starts or restarts waits for it rather than failing; ``tell`` hears once that it waits."""
+    """Repeats a call that could not be sent because nothing accepted the connection, until the call's
+    deadline, so a command run while sessiontodo starts or restarts waits for it rather than failing;
+    ``tell`` hears once that it waits. Only a call that never left is repeated (gRPC fails those at
+    once with "failed to connect"), so a write is never sent twice."""
 
-    def __init__(self, channel: grpc.Channel, target: str, tell: Callable[[str], None]) -> None:
-        self._channel = channel
+    POLL = 0.1
+    """Seconds between two tries while nothing listens (the channel reconnects at least as often)."""
+
+    def __init__(self, target: str, tell: Callable[[str], None]) -> None:
         self._target = target
         self._tell = tell
-        self._ready = False
+        self._told = False
 
-    def __call__(self, timeout: float) -> float:
-        """Block until the channel is READY (at most ``timeout`` seconds) and return what is left of them;
-        raises ``Unavailable`` if it is not ready in time (the call was never sent)."""
-        if self._ready:
-            return timeout
-        told = threading.Event()
-
-        def on_change(state: grpc.ChannelConnectivity) -> None:
-            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and not told.is_set():
-                told.set()
-                self._tell(f"waiting for sessiontodo at {self._target} to accept connections (up to {timeout:g}s)")
-
-        started = time.monotonic()
-        self._channel.subscribe(on_change, try_to_connect=True)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout)
-        except grpc.FutureTimeoutError:
+    def again(self, error: grpc.RpcError, deadline: float, timeout: float) -> bool:
+        """Whether to send the failed call again (after a pause); raises ``Unavailable`` when the deadline
+        is over while nothing accepts the connection."""
+        if error.code() is not grpc.StatusCode.UNAVAILABLE or "failed to connect" not in (error.details() or ""):
+            return False
+        if not self._told:
+            self._told = True
+            self._tell(f"waiting for sessiontodo at {self._target} to accept connections (up to {timeout:g}s)")
+        if time.monotonic() + self.POLL >= deadline:
             raise Unavailable(
                 grpc.StatusCode.UNAVAILABLE,
                 f"nothing accepted a connection at {self._target} within {timeout:g}s: is sessiontodo running "
                 "there? (-a HOST:PORT or SESSIONTODO_ADDRESS names the server, --timeout the wait)",
-            ) from None
-        finally:
-            self._channel.unsubscribe(on_change)
-        self._ready = True
-        return max(timeout - (time.monotonic() - started), 0.0)
+            )
+        time.sleep(self.POLL)
+        return True
 
 
 class TodoCalls:
@@ -113,11 +113,13 @@ class TodoCalls:
         self._wait = wait
 
     def _call(self, rpc: Callable[..., T], request: Any) -> T:
-        timeout = self._timeout if self._wait is None else self._wait(self._timeout)
-        try:
-            return rpc(request, timeout=timeout)
-        except grpc.RpcError as error:
-            raise service_error(error) from None
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return rpc(request, timeout=max(deadline - time.monotonic(), 0.001))
+            except grpc.RpcError as error:
+                if self._wait is None or not self._wait.again(error, deadline, self._timeout):
+                    raise service_error(error) from None
 
     def health(self) -> dict[str, str]:
         """The serving status of the server (``""``) and of the TodoService."""

@@ -278,9 +278,7 @@ def options(
             check_host_exists(address)
         except (OSError, ValueError) as unusable:  # files that do not load, a token in clear, a host that is not
             raise Unusable(str(unusable)) from None
-        wait = ServerWait(
-            channel, address, lambda line: state.errors.print(Text(f"{PROG}: {line}", "dim"), soft_wrap=True)
-        )
+        wait = ServerWait(address, lambda line: state.errors.print(Text(f"{PROG}: {line}", "dim"), soft_wrap=True))
     state.calls = TodoCalls(channel, timeout, wait=wait)
     state.address = address
     state.output = output

@@ -55,6 +55,9 @@ PATH = "/mcp"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest request body read (the SDK's own limit); a larger one is 413 with a JSON-RPC error."""
 
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+"""JSON-RPC's error codes for a body that does not parse and for a message that is not a valid request."""
+
 SHUTDOWN_GRACE = 3
 """Seconds open requests and streams get to finish after SIGTERM or SIGINT."""
 
@@ -138,9 +141,6 @@ class JsonRpcGuard:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self._app(scope, replay, send)
-
-
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 
 
 def _refusal(body: bytes) -> tuple[int, str] | None:

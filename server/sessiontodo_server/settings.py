@@ -55,7 +55,9 @@ class Settings(BaseSettings):
         le=MAX_IDLE_TTL,
         description="Seconds a session may go without a change before it expires, unless it sets its own; 0 never.",
     )
-    expiry_interval: float = Field(1.0, gt=0, description="Seconds between checks for expired sessions.")
+    expiry_interval: float = Field(
+        1.0, gt=0, description="Seconds between checks for expired sessions and lapsed claim leases."
+    )
     watch_buffer: int = Field(256, ge=1, description="Changes buffered per watcher before it is reset.")
     memory_budget: int = Field(
         DEFAULT_BUDGET,

@@ -55,8 +55,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until_serving(address: str, timeout: float = 15.0, credentials: grpc.ChannelCredentials | None = None) -> None:
-    """Block until the health service at ``address`` says SERVING (over TLS with ``credentials``)."""
+def wait_until_serving(
+    address: str,
+    timeout: float = 15.0,
+    credentials: grpc.ChannelCredentials | None = None,
+    *,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Block until the health service at ``address`` says SERVING (over TLS with ``credentials``); fail at
+    once if ``process`` (the server's) has exited."""
     deadline = time.monotonic() + timeout
     channel = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
     with channel:
@@ -69,6 +76,9 @@ def wait_until_serving(address: str, timeout: float = 15.0, credentials: grpc.Ch
                 ):
                     return
             except grpc.RpcError:
+                if process is not None and process.poll() is not None:
+                    exited = f"the server for {address} exited with {process.returncode} before serving"
+                    raise RuntimeError(exited) from None
                 if time.monotonic() > deadline:
                     raise
             time.sleep(0.05)
@@ -97,7 +107,8 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sessiontodo_server", *self._args], env=self._env, cwd=ROOT, stderr=self._stderr
         )
-        wait_until_serving(self.address, credentials=self._credentials)
+        # Generous: a loaded 2-core machine took over 15 s to start one (Redis replicas, full CI run).
+        wait_until_serving(self.address, timeout=60, credentials=self._credentials, process=self.process)
         return self
 
     def kill(self) -> None:

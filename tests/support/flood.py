@@ -87,13 +87,13 @@ async def reads_during_flood(
         stub = pb_grpc.TodoServiceStub(channel)
         quiet = await _reads(stub, seconds)
         flooder = await asyncio.create_subprocess_exec(
-            sys.executable, str(script), str(flood_port), str(seconds + 5), "10000000", *flood_flags,
+            sys.executable, str(script), str(flood_port), str(seconds + 1.5), "10000000", *flood_flags,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         try:
             assert flooder.stdout is not None
             assert await asyncio.wait_for(flooder.stdout.readline(), 30) == b"flooding\n"
-            await asyncio.sleep(0.5)  # the flood under way
+            await asyncio.sleep(0.5)  # the flood under way (it lasts 1.5 s longer than the reads)
             before = {name: cpu_seconds(pid) for name, pid in watched.items()}
             during = await _reads(stub, seconds)
             spent = {name: cpu_seconds(pid) - before[name] for name, pid in watched.items()}

@@ -36,8 +36,9 @@ FIGURES = (
     "15. batched writes",
     "16. task graphs",
     "17. ways in and out",
+    "18. claude code",
 )
-UNTARGETED = {"9. vs etcd", "11. event loop", "14. etcd store"}
+UNTARGETED = {"9. vs etcd", "11. event loop", "14. etcd store", "18. claude code"}
 """Figures reported as ratios without a target."""
 
 

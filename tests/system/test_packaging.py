@@ -45,7 +45,7 @@ GENERATED = [
     for module in ("sessiontodo/v1/todo_service", "sessiontodo_etcd/etcdserverpb/rpc", "sessiontodo_etcd/mvccpb/kv")
     for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 ]
-RUNTIME_EXTRAS = "opencode,acp,mcp,redis,ctl,tracing"
+RUNTIME_EXTRAS = "opencode,acp,mcp,redis,ctl,tracing,claude"
 # The tests that run in one process and quickly: between them they touch every direct
 # dependency — protobuf and grpcio everywhere, pydantic and pydantic-settings (configuration,
 # OpenCode and ACP models), starlette/uvicorn/httpx (the sidecar), the ACP SDK, typer and rich

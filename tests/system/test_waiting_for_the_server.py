@@ -46,3 +46,16 @@ async def test_a_server_that_never_comes_is_unavailable_when_the_call_times_out(
             await client.get_todos("s")
 
     assert failed.value.message == f"sessiontodo at 127.0.0.1:{port} did not accept a connection within 0.5s"
+
+
+async def test_a_ready_timeout_caps_the_wait_below_the_calls_timeout() -> None:
+    from sessiontodo_client import RetryPolicy
+
+    port = free_port()
+    async with TodoClient.connect(
+        f"127.0.0.1:{port}", RetryPolicy(attempts=1), timeout=60, ready_timeout=0.2
+    ) as client:
+        with pytest.raises(Unavailable) as failed:
+            await client.get_todos("s")
+
+    assert failed.value.message == f"sessiontodo at 127.0.0.1:{port} did not accept a connection within 0.2s"

@@ -94,3 +94,15 @@ def test_the_stored_plan_takes_the_ids_sessiontodo_gave_the_new_todos() -> None:
     merged = merge_plan(BASE, [entry("A"), entry("new"), entry("B", DONE)], [todo("a", "A")])
     stored = [todo("a", "A"), todo("n-1", "new")]
     assert [t.id for t in merged.stored_plan(stored)] == ["a", "n-1", "b"]
+
+
+def test_the_task_graph_fields_of_a_matched_todo_are_kept_and_a_blocker_the_agent_removed_is_dropped() -> None:
+    current = [
+        todo("a", "A"),
+        Todo(id="b", content="B", description="story", active_form="Doing B", owner="ci", blocked_by=["a", "c"]),
+        todo("c", "C"),
+    ]
+    base = [todo("a", "A"), todo("b", "B"), todo("c", "C")]
+    merged = merge_plan(base, [entry("A", DONE), entry("B")], current)
+    kept = merged.todos[1]
+    assert (kept.description, kept.active_form, kept.owner, kept.blocked_by) == ("story", "Doing B", "ci", ["a"])

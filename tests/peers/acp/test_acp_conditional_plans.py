@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sessiontodo_client import ChangeKind, NotFound, Todo, TodoClient, TodoStatus, WatchEvent
-from tests.support import eventually
+from tests.support import ROOT, eventually
 
 pytestmark = pytest.mark.process
 
@@ -93,3 +93,55 @@ async def _is(client: TodoClient, session_id: str, expected: list[tuple[str, Tod
 
 async def _exists(client: TodoClient, session_id: str) -> bool:
     return session_id in {session.session_id for session in await client.list_sessions()}
+
+
+async def test_an_agents_plan_keeps_the_task_graph_fields_of_the_todos_it_matches(server, client, open_editor) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("A"), entry("B"), entry("C")])
+        three = [("A", TodoStatus.PENDING), ("B", TodoStatus.PENDING), ("C", TodoStatus.PENDING)]
+        await eventually(lambda: _is(client, session_id, three), timeout=WAIT)
+        todo_a, todo_b, todo_c = (await client.get_todos(session_id)).todos
+        await client.update_todo(
+            session_id,
+            todo_b.id,
+            description="The whole story of B",
+            active_form="Doing B",
+            owner="ci-agent",
+            add_blocked_by=[todo_a.id, todo_c.id],
+        )
+
+        await proxied.send_plans(session_id, [entry("A", "completed"), entry("B")])  # and C removed
+
+        await eventually(
+            lambda: _is(client, session_id, [("A", TodoStatus.COMPLETED), ("B", TodoStatus.PENDING)]), timeout=WAIT
+        )
+        kept = (await client.get_todos(session_id)).todos[1]
+        assert (kept.id, kept.description, kept.active_form, kept.owner) == (
+            todo_b.id,
+            "The whole story of B",
+            "Doing B",
+            "ci-agent",
+        )
+        assert kept.blocked_by == [todo_a.id], "the blocker the agent removed is dropped, the other kept"
+
+
+async def test_a_plan_replayed_on_load_keeps_the_task_graph_fields_of_the_todos_it_matches(
+    server, client, open_editor
+) -> None:
+    async with open_editor(server.address) as proxied:
+        session_id = await proxied.new_session()
+        await proxied.send_plans(session_id, [entry("A"), entry("B")])
+        await eventually(
+            lambda: _is(client, session_id, [("A", TodoStatus.PENDING), ("B", TodoStatus.PENDING)]), timeout=WAIT
+        )
+        todo_a, todo_b = (await client.get_todos(session_id)).todos
+        await client.update_todo(session_id, todo_b.id, owner="ci-agent", add_blocked_by=[todo_a.id])
+
+        await proxied.conn.load_session(cwd=str(ROOT), session_id=session_id, mcp_servers=[])  # replays [A, B]
+        await proxied.send_plans(session_id, [entry("A"), entry("B"), entry("C")])  # stored after the replay
+
+        three = [("A", TodoStatus.PENDING), ("B", TodoStatus.PENDING), ("C", TodoStatus.PENDING)]
+        await eventually(lambda: _is(client, session_id, three), timeout=WAIT)
+        kept = (await client.get_todos(session_id)).todos[1]
+        assert (kept.id, kept.owner, kept.blocked_by) == (todo_b.id, "ci-agent", [todo_a.id])

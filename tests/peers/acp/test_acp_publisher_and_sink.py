@@ -289,7 +289,9 @@ async def test_closing_a_session_in_the_sink_keeps_it_and_deleting_removes_it(st
 async def test_the_sink_stores_the_latest_plan_once_sessiontodo_is_back(start, caplog) -> None:
     port = free_port()
     async with (
-        TodoClient.connect(f"127.0.0.1:{port}", retry=RetryPolicy(initial=0.05, maximum=0.3)) as unreachable,
+        TodoClient.connect(  # the sink retries: its writes wait briefly for a connection, as the proxy's do
+            f"127.0.0.1:{port}", retry=RetryPolicy(initial=0.05, maximum=0.3), ready_timeout=0.5
+        ) as unreachable,
         PlanSink(unreachable, RetryPolicy(initial=0.05, maximum=0.3)) as sink,
     ):
         for n in range(3):

@@ -157,6 +157,23 @@ function richDetails(error) {
 
 const contents = (todos) => todos.map((todo) => todo.content);
 
+/** A Todo as proto-loader decodes it with `defaults: true`: every field unset in `fields` at its default. */
+const todo = (fields) => ({
+  id: '',
+  content: '',
+  status: 'TODO_STATUS_UNSPECIFIED',
+  priority: 'TODO_PRIORITY_UNSPECIFIED',
+  metadata: {},
+  description: '',
+  active_form: '',
+  owner: '',
+  blocked_by: [],
+  blocks: [],
+  lease_expires_at: null,
+  lease_duration: null,
+  ...fields,
+});
+
 /** Revision `base` + `steps`: revisions are uint64, so proto-loader hands them over as strings. */
 const plus = (base, steps) => String(BigInt(base) + BigInt(steps));
 
@@ -196,13 +213,10 @@ describe('writes', () => {
     });
 
     assert.equal(response.revision, plus(revision, 1));
-    assert.deepEqual(response.todos[0], {
-      id: 'plan',
-      content: 'plan',
-      status: 'TODO_STATUS_COMPLETED',
-      priority: 'TODO_PRIORITY_HIGH',
-      metadata: {},
-    });
+    assert.deepEqual(
+      response.todos[0],
+      todo({ id: 'plan', content: 'plan', status: 'TODO_STATUS_COMPLETED', priority: 'TODO_PRIORITY_HIGH' }),
+    );
     assert.ok(response.todos[1].id.length > 0);
     assert.equal(response.todos[1].status, 'TODO_STATUS_PENDING');
   });
@@ -236,13 +250,10 @@ describe('writes', () => {
     const response = await call('UpdateTodo', { session_id: id, todo_id: 't', status: 'TODO_STATUS_IN_PROGRESS' });
 
     assert.equal(response.changed, true);
-    assert.deepEqual(response.todo, {
-      id: 't',
-      content: 'ship',
-      status: 'TODO_STATUS_IN_PROGRESS',
-      priority: 'TODO_PRIORITY_LOW',
-      metadata: {},
-    });
+    assert.deepEqual(
+      response.todo,
+      todo({ id: 't', content: 'ship', status: 'TODO_STATUS_IN_PROGRESS', priority: 'TODO_PRIORITY_LOW' }),
+    );
   });
 
   test('RemoveTodo removes one todo and bumps the revision', async () => {

@@ -251,6 +251,27 @@ test('a batch whose reply was lost is retried under its request id: the first re
   assert.deepEqual(stored.todos.map((todo) => todo.content), ['ship it', 'one', 'two']);
 });
 
+test('a claim whose reply was lost is retried under its request id: the first claim, claimed once', async () => {
+  const scene = await lostReplyScene('lost-claim');
+  const { todo, direct, changes, proxy, client } = scene;
+
+  let claim, stored;
+  try {
+    proxy.hold();
+    const claiming = client.claimTodo('lost-claim', { owner: 'worker-1' });
+    await changes.next(); // applied; its reply is held back
+    proxy.cut();
+    claim = await claiming;
+    stored = await direct.getTodos('lost-claim');
+  } finally {
+    await scene.end();
+  }
+
+  // Without the request id the retry would find nothing ready (its first try took the only todo).
+  assert.equal(claim.todo?.id, todo.id);
+  assert.deepEqual([stored.todos[0].owner, stored.todos[0].status], ['worker-1', 'in_progress']);
+});
+
 test('a replace is not retried while the service is down: the caller decides', async () => {
   const port = await freePort();
   const client = patientClient(port);
