@@ -143,6 +143,19 @@ async def test_a_lease_lapses_once_it_has_run_out(store: TodoStore) -> None:
     assert lapsed.state.todos == (_todo("a"),)
 
 
+async def test_a_lapse_of_a_todo_removed_after_its_claim_changes_nothing(store: TodoStore) -> None:
+    """The lease index still hands out a removed todo's lease when it comes due; its lapse is then
+    nothing to do, never an error that would stop the lapses due after it."""
+    await _plan(store, _todo("a"), _todo("b"))
+    await _write(store, ClaimTodo("a", "w1", 30.0, 100.0))
+    await _write(store, RemoveTodo("a"))
+
+    written = await _write(store, LapseLease("a", 130.0), now=130.0)
+
+    assert written.change is None
+    assert written.state.todos == (_todo("b"),)
+
+
 async def test_a_lapse_found_due_before_a_renewal_changes_nothing_after_it(store: TodoStore) -> None:
     await _plan(store, _todo("a"))
     await _write(store, ClaimTodo("a", "w1", 30.0, 100.0))

@@ -9,10 +9,12 @@ import asyncio
 import pytest
 
 from sessiontodo_server.domain.batch import Write, WriteContext
+from sessiontodo_server.domain.book import TodoBook
 from sessiontodo_server.domain.errors import LimitExceeded, RevisionMismatch, SessionNotFound, Unavailable
-from sessiontodo_server.domain.mutations import AddTodo, ReplaceTodos
+from sessiontodo_server.domain.mutations import AddTodo, ClaimTodo, ReplaceTodos
 from sessiontodo_server.domain.store import GLOBAL_SESSION_ID, Written
 from sessiontodo_server.domain.values import RemovalReason, SessionInfo, Todo
+from sessiontodo_server.domain.watch import WatchHub
 from tests.contract.conftest import SharedBackend
 from tests.support import eventually
 from tests.support.replicas import (
@@ -228,3 +230,28 @@ async def test_the_store_reports_losing_its_server_and_getting_it_back(
     await eventually(lambda: reports == [False], timeout=10)
     shared_backend.start()
     await eventually(lambda: reports == [False, True], timeout=10)
+
+
+async def test_leases_due_while_the_server_is_down_all_lapse_once_it_is_back(
+    open_replica: Open, shared_backend: SharedBackend
+) -> None:
+    """A round of lapses that finds the store unreachable hands every lease it took out back to
+    the index, not only the one it was writing: none is left claimed for good."""
+    store = await open_replica()
+    await create(store, "s")
+    context = WriteContext("", "test", 100.0, LIMITS)
+    await store.write(Write("s", ReplaceTodos(tuple(Todo(f"t{n}", f"step {n}") for n in range(3)))), context)
+    for n in range(3):
+        await store.write(Write("s", ClaimTodo(f"t{n}", f"w{n}", 1.0, 100.0)), context)
+    clock = [100.5]
+    book = TodoBook(store, WatchHub(buffer_size=8, max_watchers=10), LIMITS, clock=lambda: clock[0])
+    assert await book.lapse_due() == []  # none due yet; the book now knows the three leases
+    clock[0] = 102.0
+    shared_backend.kill()
+    with pytest.raises(Unavailable):
+        await book.lapse_due()
+    shared_backend.start()
+
+    lapsed = await book.lapse_due()
+
+    assert sorted(lapsed) == [("s", "t0"), ("s", "t1"), ("s", "t2")]

@@ -623,13 +623,15 @@ class TodoBook:
             self._leases_known = True
         now = self._clock()
         lapsed = []
-        for session_id, todo_id in self._leases.due(now):
+        due = self._leases.due(now)
+        for index, (session_id, todo_id) in enumerate(due):
             try:
                 written = await self._write(Write(session_id, LapseLease(todo_id, now)), origin=claims.LEASE_ORIGIN)
             except SessionNotFound:
                 continue
-            except Unavailable:
-                self._leases.again(session_id, todo_id, now)
+            except Unavailable:  # this lease and every one not tried yet are handed out again next round
+                for later_session_id, later_todo_id in due[index:]:
+                    self._leases.again(later_session_id, later_todo_id, now)
                 raise
             if written.change is not None:
                 lapsed.append((session_id, todo_id))

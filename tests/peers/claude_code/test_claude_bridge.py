@@ -5,19 +5,24 @@ travel both ways, and two Claude homes share one list through one sessiontodo.""
 from __future__ import annotations
 
 import asyncio
+import secrets
 import shutil
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sessiontodo_claude import ORIGIN, ClaudeBridge, TaskFolder
-from sessiontodo_client import ChangeKind, Todo, TodoClient, TodoStatus
+from sessiontodo_client import ChangeKind, NotFound, Todo, TodoClient, TodoStatus
 from sessiontodo_server.app import RunningServer
+from sessiontodo_web import Settings as WebSettings
+from sessiontodo_web import start_web
 from tests.peers.claude_code.claude_cli import ClaudeCode, task_files
 from tests.peers.claude_code.stub_anthropic import StubAnthropic
+from tests.peers.web.web_support import signed_in_http
 from tests.support import eventually
 from tests.support.etcd_cluster import EtcdCluster
 
@@ -185,7 +190,10 @@ async def two_machines_share_one_list(
 
 
 async def _count(client: TodoClient, expected: int, session_id: str = SESSION) -> bool:
-    return len((await client.get_todos(session_id)).todos) == expected
+    try:
+        return len((await client.get_todos(session_id)).todos) == expected
+    except NotFound:  # a removed session, until the bridge makes it again
+        return False
 
 
 def _owned(folder: Path) -> bool:
@@ -251,3 +259,43 @@ async def test_a_removed_list_folder_deletes_no_todo_and_is_written_again(
 
     assert todos.keys() == {"Write parser", "Test parser"}
     assert sorted(listed.splitlines()) == ["#1 [pending] Write parser", "#2 [pending] Test parser"]
+
+
+async def test_a_person_on_the_web_board_claims_and_renames_a_task_both_claude_homes_see_it(
+    tmp_path: Path, anthropic: StubAnthropic, client: TodoClient, server: RunningServer
+) -> None:
+    token = secrets.token_urlsafe(24)
+    values: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "viewer_token": token, "shutdown_grace": 1.0}
+    board = await start_web(WebSettings(**values), TodoClient.connect(server.address))
+    try:
+        async with (
+            ClaudeCode(tmp_path / "machine-a", anthropic, "team") as alice,
+            ClaudeCode(tmp_path / "machine-b", anthropic, "team") as bob,
+            bridged(client, alice, session_id="claude-team"),
+            bridged(client, bob, session_id="claude-team"),
+            signed_in_http(board.url, token) as http,
+        ):
+            await alice.run(("TaskCreate", {"subject": "Write parser", "description": ""}))
+            await eventually(lambda: len(task_files(bob.folder)) == 1)
+            (todo,) = (await client.get_todos("claude-team")).todos
+            claimed = await http.post(f"/api/sessions/claude-team/todos/{todo.id}/claim", json={"owner": "ada"})
+            renamed = await http.patch(
+                f"/api/sessions/claude-team/todos/{todo.id}",
+                json={
+                    "content": "Write the parser",
+                    "expected_revision": (await client.get_todos("claude-team")).revision,
+                },
+            )
+            await eventually(
+                lambda: all(
+                    task_files(home.folder)["1"].get("owner") == "ada"
+                    and task_files(home.folder)["1"]["subject"] == "Write the parser"
+                    for home in (alice, bob)
+                )
+            )
+            seen = [await alice.task_list(), await bob.task_list()]
+    finally:
+        await board.stop()
+
+    assert (claimed.status_code, renamed.status_code) == (200, 200)
+    assert seen == ["#1 [in_progress] Write the parser (ada)"] * 2

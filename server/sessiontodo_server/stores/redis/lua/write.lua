@@ -151,6 +151,8 @@ elseif op == 'claim' or op == 'renew' or op == 'release' or op == 'lapse' then
     end
     if not todo then return {'same', state_reply(id, st)} end  -- nothing ready: an answer
   elseif not todo then
+    -- a lapse of a removed todo has nothing to do (claims.lapse); anything else names a todo that is not there
+    if op == 'lapse' then return {'same', state_reply(id, st)} end
     return {'todo_missing'}
   end
   local old_bytes = todo_bytes(todo)
