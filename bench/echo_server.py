@@ -183,9 +183,10 @@ def add_bare(server: grpc.aio.Server, servicer: EchoServicer) -> None:
 async def serve(host: str, port: int, guarded: bool) -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     if guarded:  # registered exactly as the real service is: what the request guard costs
+        from sessiontodo_server.api.request_guard import DEFAULT_REQUEST_TIMEOUT, Deadlines
         from sessiontodo_server.api.servicer import add_todo_service
 
-        add_todo_service(server, EchoServicer())
+        add_todo_service(server, EchoServicer(), Deadlines(DEFAULT_REQUEST_TIMEOUT))
     else:
         add_bare(server, EchoServicer())
     server.add_insecure_port(f"{host}:{port}")

@@ -167,6 +167,7 @@ class RunningServer:
     shutdown_grace: float
     expiry: asyncio.Task[None]
     descriptor_watch: asyncio.Task[None]
+    deadlines: request_guard.Deadlines
     metrics: Metrics | None = None
     metrics_port: int | None = None
     telemetry: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -195,6 +196,7 @@ class RunningServer:
         self.descriptor_watch.cancel()
         self.book.shut_down()
         await self.server.stop(self.shutdown_grace)
+        await self.deadlines.aclose()
         await self.store.close()
         await self.telemetry.aclose()
         log.info("server stopped")
@@ -324,9 +326,10 @@ async def _serve(
         options=_server_options(settings, max_connections),
         interceptors=_interceptors(settings, metrics, tracer_provider, security.auth),
     )
-    add_todo_service(server, TodoServicer(book, streams), settings.request_timeout)
+    deadlines = request_guard.Deadlines(settings.request_timeout)
+    add_todo_service(server, TodoServicer(book, streams), deadlines)
     health_servicer = health.aio.HealthServicer()
-    add_health_service(server, health_servicer, settings.request_timeout)
+    add_health_service(server, health_servicer, deadlines)
     if settings.reflection:
         services = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         add_reflection_service(server, services, _ReflectionPool(descriptor_pool.Default()))
@@ -367,6 +370,7 @@ async def _serve(
         shutdown_grace=settings.shutdown_grace,
         expiry=expiry,
         descriptor_watch=watch,
+        deadlines=deadlines,
         metrics=metrics,
         metrics_port=metrics_port,
         telemetry=telemetry,

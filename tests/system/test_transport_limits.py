@@ -35,6 +35,16 @@ def own_connection(address: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
 
 
+async def test_a_stopped_server_leaves_no_request_deadline_sweeper_behind(start: Callable[..., Any]) -> None:
+    server = await start()
+    async with own_connection(server.address) as channel:
+        await pb_grpc.TodoServiceStub(channel).CreateSession(pb.CreateSessionRequest(session_id="s"))
+
+    await server.stop()
+
+    assert [task for task in asyncio.all_tasks() if task.get_name() == "request message deadlines"] == []
+
+
 async def test_a_malformed_message_is_invalid_argument_with_one_warning_line(
     server: RunningServer, caplog: pytest.LogCaptureFixture
 ) -> None:

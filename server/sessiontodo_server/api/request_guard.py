@@ -67,6 +67,12 @@ class Deadlines:
     def leave(self, task: asyncio.Task[Any]) -> None:
         self._waiting.pop(task, None)
 
+    async def aclose(self) -> None:
+        """Stop the sweeper (with the server): a sweeper left sleeping is destroyed pending with its loop."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+
     def overdue(self, task: asyncio.Task[Any]) -> bool:
         """Whether the sweeper cancelled ``task`` (then the cancellation is taken back)."""
         if task not in self._overdue:

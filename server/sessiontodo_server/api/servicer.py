@@ -424,20 +424,16 @@ class TodoServicer:
             await abort(context, error)
 
 
-def add_todo_service(
-    server: grpc.aio.Server, servicer: object, request_timeout: float = request_guard.DEFAULT_REQUEST_TIMEOUT
-) -> None:
+def add_todo_service(server: grpc.aio.Server, servicer: object, deadlines: request_guard.Deadlines) -> None:
     """Register every rpc of the service on ``servicer``'s methods of the same names (the bench's
     guarded echo registers the same way); the streams send bytes already encoded."""
-    _add_guarded(server, pb.DESCRIPTOR.services_by_name["TodoService"], servicer, request_timeout, encoded=True)
+    _add_guarded(server, pb.DESCRIPTOR.services_by_name["TodoService"], servicer, deadlines, encoded=True)
 
 
-def add_health_service(
-    server: grpc.aio.Server, servicer: object, request_timeout: float = request_guard.DEFAULT_REQUEST_TIMEOUT
-) -> None:
+def add_health_service(server: grpc.aio.Server, servicer: object, deadlines: request_guard.Deadlines) -> None:
     """grpc.health.v1 behind the same guard (its generated registration waits for a request
     message forever)."""
-    _add_guarded(server, health_pb2.DESCRIPTOR.services_by_name["Health"], servicer, request_timeout, encoded=False)
+    _add_guarded(server, health_pb2.DESCRIPTOR.services_by_name["Health"], servicer, deadlines, encoded=False)
 
 
 def add_reflection_service(server: grpc.aio.Server, service_names: Sequence[str], pool: Any) -> None:
@@ -461,11 +457,14 @@ class _GenericHandlersOnly:
 
 
 def _add_guarded(
-    server: grpc.aio.Server, service: ServiceDescriptor, servicer: object, request_timeout: float, encoded: bool
+    server: grpc.aio.Server,
+    service: ServiceDescriptor,
+    servicer: object,
+    deadlines: request_guard.Deadlines,
+    encoded: bool,
 ) -> None:
     """Each rpc behind the wire guard: a request message that does not arrive within
-    ``request_timeout`` seconds or does not parse ends the call."""
-    deadlines = request_guard.Deadlines(request_timeout)
+    ``deadlines.timeout`` seconds or does not parse ends the call."""
     handlers = {}
     for method in service.methods:
         parse = message_factory.GetMessageClass(method.input_type).FromString

@@ -183,7 +183,8 @@ async def test_an_edit_while_sessiontodo_is_down_is_answered_503(
     await web.board.delivered("ses_down", 0)
     await server.stop()
 
-    answer = await http.post("/api/sessions/ses_down/todos", json={"content": "x", "expected_revision": 0})
+    # The board's client first waits its call timeout (10 s) for sessiontodo to accept a connection again.
+    answer = await http.post("/api/sessions/ses_down/todos", json={"content": "x", "expected_revision": 0}, timeout=30)
 
     assert answer.status_code == 503
 
