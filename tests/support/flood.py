@@ -31,6 +31,8 @@ class Reads:
     median_ms: float
     count: int
     failed: int
+    codes: tuple[str, ...] = ()
+    """The status codes of the failed reads."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class FloodFigures:
         return (
             f"median read {self.quiet.median_ms:.2f} ms quiet ({self.quiet.count} reads), "
             f"{self.during.median_ms:.2f} ms during the flood ({self.during.count} reads, "
-            f"{self.during.failed} failed): x{self.ratio:.1f}; {cpu}; flooder {self.flooder}"
+            f"{self.during.failed} failed {list(self.during.codes)}): x{self.ratio:.1f}; {cpu}; flooder {self.flooder}"
         )
 
 
@@ -63,16 +65,16 @@ def cpu_seconds(pid: int) -> float:
 
 async def _reads(stub: pb_grpc.TodoServiceStub, seconds: float) -> Reads:
     took: list[float] = []
-    failed = 0
+    codes: list[str] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         started = time.perf_counter()
         try:
             await stub.GetTodos(pb.GetTodosRequest(session_id=SESSION), timeout=10)
-        except grpc.aio.AioRpcError:
-            failed += 1
+        except grpc.aio.AioRpcError as error:
+            codes.append(error.code().name)
         took.append(time.perf_counter() - started)
-    return Reads(statistics.median(took) * 1000, len(took), failed)
+    return Reads(statistics.median(took) * 1000, len(took), len(codes), tuple(codes))
 
 
 async def reads_during_flood(
